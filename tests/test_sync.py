@@ -58,7 +58,7 @@ def test_order_parameter_and_time_to_synchronisation():
     traj /= np.linalg.norm(traj, axis=2, keepdims=True)
     assert np.allclose(order_parameter(traj), [order_parameter(s) for s in traj])
     assert time_to_synchronisation([0.0, 1.0, 2.0], traj, 1e-6) == 2.0
-    assert time_to_synchronisation([0.0, 1.0, 2.0], traj[:2], 1e-6) == np.inf
+    assert time_to_synchronisation([0.0, 1.0], traj[:2], 1e-6) == np.inf
 
 
 def test_bad_cluster_input():
