@@ -63,7 +63,9 @@ def _legendre_stats(x0, xt, d, lmax):
 
 LMAX_ID = 3
 T_ID = 1.0
-H_ID = 2.0**-7  # weak bias at this h: < 2e-3 (computed exactly below), below the MC SE
+# Euler is compared with its exact discrete expectation, so h only has to make the
+# discrete-vs-continuous gap small (< 7e-3 at h = 2^-5, computed exactly in the test)
+H_ID = 2.0**-5
 
 
 def _exact(kappa1, d, t):
@@ -74,7 +76,7 @@ def _exact(kappa1, d, t):
 @pytest.mark.parametrize("d", [2, 3])
 def test_one_token_euler_matches_discrete_and_continuous_identity(d):
     """E[P_l(<x0, X_t>)] for projected Euler: MC vs exact discrete value vs SPEC §5.1."""
-    n_seeds, n_tok = 24, 256
+    n_seeds, n_tok = 200, 32
     stats, kappa1 = [], None
     for seed in range(n_seeds):
         noise = NoisePath(RELU, d, 8, seed=1000 + seed, t_max=T_ID)
@@ -86,10 +88,10 @@ def test_one_token_euler_matches_discrete_and_continuous_identity(d):
     n_steps = round(T_ID / H_ID)
     discrete = euler_one_step_moments(d, kappa1 * H_ID, LMAX_ID)[1:] ** n_steps
     exact = _exact(kappa1, d, T_ID)
-    # weak order 1: the exactly computed bias is O(h) and below 2e-3 here
+    # weak order 1: the exactly computed bias is O(h) and below 7e-3 here
     bias = np.abs(discrete - exact)
     print(f"\n§5.1 Euler d={d}: est {est} discrete {discrete} exact {exact} SE {se} bias {bias}")
-    assert np.all(bias < 2e-3), bias
+    assert np.all(bias < 7e-3), bias
     assert np.all(np.abs(est - discrete) <= N_SIGMA * se), (est, discrete, se)
     assert np.all(np.abs(est - exact) <= N_SIGMA * se + bias), (est, exact, se)
     # the mean vector itself: E[X_t] = exp(-½(d-1)κ t) x0 is the l = 1 case (P_1(c) = c)
@@ -113,8 +115,8 @@ def test_one_token_euler_bias_is_first_order():
 @pytest.mark.parametrize("d", [2, 3])
 def test_one_token_heun_matches_identity(d):
     """Stratonovich Heun: Richardson-extrapolated E[P_l(<x0, X_t>)] vs SPEC §5.1."""
-    n_seeds, n_tok = 24, 128
-    h = 2.0**-6
+    n_seeds, n_tok = 100, 32
+    h = 2.0**-5
     ext, first_order, kappa1 = [], [], None
     for seed in range(n_seeds):
         noise = NoisePath(RELU, d, 8, seed=2000 + seed, t_max=T_ID)
@@ -136,8 +138,8 @@ def test_one_token_heun_matches_identity(d):
 
 @pytest.mark.parametrize("d", [2, 3])
 def test_one_token_gaussian_transformer_matches_identity(d):
-    """Gaussian-field transformer, V = 0 (no attention), L = 128 layers: SPEC §5.1."""
-    n_seeds, n_tok, L = 24, 256, 128
+    """Gaussian-field transformer, V = 0 (no attention), L = 64 layers: SPEC §5.1."""
+    n_seeds, n_tok, L = 150, 32, 64
     zero = np.zeros((d, d))
     stats, kappa1 = [], None
     for seed in range(n_seeds):
@@ -195,7 +197,7 @@ def _orthogonal_pairs(n_pairs, d, rng):
 @pytest.mark.parametrize("d,beta", [(3, None), (3, 1.0), (2, None), (2, 2.0)])
 def test_two_point_motion_law(d, beta):
     """E[c_t], E[c_t²] of c = <X, Y> (Euler, Richardson in h) vs the 1-D backward equation."""
-    n_seeds, n_pairs = 24, 64
+    n_seeds, n_pairs = 100, 16
     h, times = 2.0**-5, [0.5, 1.0]
     ext, first_order, noise = [], [], None
     vel = "off" if beta is None else _pair_velocity(beta)
@@ -225,12 +227,15 @@ def test_two_point_motion_law(d, beta):
 # --------------------------------------------------------------------------------------
 
 
-def _lyapunov_estimate(make_noise, d, n_seeds, n_pairs, t_total, h, chunk, eps=1e-6):
+def _lyapunov_estimate(make_noise, d, n_seeds, n_pairs, t_total, hs, chunk, eps=1e-6):
     """Rate of log-distance growth of pairs at distance eps, renormalised every ``chunk`` time.
 
-    Returns the per-seed estimates (each the mean over its pairs of Σ log(r_end/r_start) / t).
+    For each seed, one noise source and one set of pairs is integrated with every step in
+    ``hs`` (so that, for a refinable path, the runs are coupled). Returns an array of
+    shape (n_seeds, len(hs)): per seed and step, the mean over pairs of
+    Σ log(r_end / r_start) / t_total.
     """
-    out = []
+    out = np.zeros((n_seeds, len(hs)))
     for seed in range(n_seeds):
         rng = np.random.default_rng(seed)
         noise = make_noise(seed)
@@ -238,59 +243,65 @@ def _lyapunov_estimate(make_noise, d, n_seeds, n_pairs, t_total, h, chunk, eps=1
         direc = rng.standard_normal((n_pairs, d))
         direc -= np.einsum("ij,ij->i", base, direc)[:, None] * base
         direc /= np.linalg.norm(direc, axis=1, keepdims=True)
-        other = base * math.cos(eps) + direc * math.sin(eps)
-        x = np.concatenate([base, other])
-        acc = np.zeros(n_pairs)
-        n_chunks = round(t_total / chunk)
-        for j in range(n_chunks):
-            sol = solve_particles(x, noise, 0.0, h, [(j + 1) * chunk], t0=j * chunk, attention="off")
-            a, b = sol.final[:n_pairs], sol.final[n_pairs:]
-            # geodesic distance, from the chord to keep precision at 1e-6 (arccos would lose it)
-            r = 2 * np.arcsin(0.5 * np.linalg.norm(b - a, axis=1))
-            acc += np.log(r / eps)
-            # restart the partner at distance eps along the current separation direction
-            u = b - np.einsum("ij,ij->i", a, b)[:, None] * a
-            u /= np.linalg.norm(u, axis=1, keepdims=True)
-            x = np.concatenate([a, a * math.cos(eps) + u * math.sin(eps)])
-        out.append(acc.mean() / t_total)
-    return np.array(out)
+        for col, h in enumerate(hs):
+            x = np.concatenate([base, base * math.cos(eps) + direc * math.sin(eps)])
+            acc = np.zeros(n_pairs)
+            for j in range(round(t_total / chunk)):
+                sol = solve_particles(x, noise, 0.0, h, [(j + 1) * chunk], t0=j * chunk, attention="off")
+                a, b = sol.final[:n_pairs], sol.final[n_pairs:]
+                # geodesic distance from the chord, which keeps full precision at 1e-6
+                r = 2 * np.arcsin(0.5 * np.linalg.norm(b - a, axis=1))
+                acc += np.log(r / eps)
+                # restart the partner at distance eps along the current separation direction
+                u = b - np.einsum("ij,ij->i", a, b)[:, None] * a
+                u /= np.linalg.norm(u, axis=1, keepdims=True)
+                x = np.concatenate([a, a * math.cos(eps) + u * math.sin(eps)])
+            out[seed, col] = acc.mean() / t_total
+    return out
 
 
 def test_lyapunov_relu_s2():
-    """ReLU noise on S^2 (λ_1 = -κ_σ(1) < 0): simulation vs closed form vs the 1-D two-point limit."""
-    d, t_total, h = 3, 4.0, 2.0**-6
+    """ReLU noise on S^2 (λ_1 = -κ_σ(1) < 0): simulation vs closed form vs the 1-D two-point limit.
+
+    The rate estimate has an O(h) discretisation bias (about +0.03 per halving at
+    h = 2^-5, i.e. comparable to one SE), so it is removed by Richardson extrapolation
+    2 λ_{h/2} - λ_h on the same refinable paths and the same pairs; the check is then 3 SE.
+    """
+    d, t_total, h = 3, 8.0, 2.0**-5
     noises = {}
 
     def make(seed):
         noises[seed] = NoisePath(RELU, d, 8, seed=5000 + seed, t_max=t_total)
         return noises[seed]
 
-    est = _lyapunov_estimate(make, d, n_seeds=12, n_pairs=64, t_total=t_total, h=h, chunk=1.0)
-    mean, se = _mean_se(est)
+    est = _lyapunov_estimate(make, d, n_seeds=16, n_pairs=64, t_total=t_total, hs=[h, h / 2], chunk=1.0)
+    mean, se = _mean_se(2 * est[:, 1] - est[:, 0])
     k = noises[0].kernel
     closed = lyapunov_exponent(k, d)
     one_d = lyapunov_from_two_point(k.kappa, k.kappa1, d)
+    print(f"\n§5.4 ReLU d=3: h, h/2 {est.mean(axis=0)}, extrapolated {mean:.4f} ± {se:.4f}, "
+          f"closed {closed:.4f}, 1-D {one_d:.6f}")
     assert abs(closed - one_d) < 1e-6
-    print(f"\n§5.4 ReLU d=3: estimate {mean:.4f} ± {se:.4f} closed {closed:.4f} 1-D {one_d:.6f}")
-    # weak error of the rate at h = 2^-6 is O(h κ²) ~ 5e-3, far below 3 SE (~0.1)
-    assert abs(mean - closed) <= 3 * se + 5e-3, (mean, se, closed)
+    assert abs(mean - closed) <= 3 * se, (mean, se, closed)
     assert mean < 0
 
 
-def test_lyapunov_erf_d5_positive():
-    """erf, σ_w = 3 in d = 5: κ'(1)/κ(1) = 2.38 > (d-1)/(d-3) = 2, so λ_1 = +0.299 > 0 (no
-    synchronisation). Finite-width random-feature noise (any d), width 512."""
-    d, t_total, h = 5, 2.0, 2.0**-6
-    kern = ActivationKernel("erf", sigma_w=3.0)
+def test_lyapunov_erf_d8_positive():
+    """erf, σ_w = 2 in d = 8: κ'(1)/κ(1) = 1.77 > (d-1)/(d-3) = 1.4, so λ_1 = +0.648 > 0
+    (noise does not synchronise, SPEC §5.4). Finite-width random-feature noise (any d),
+    width 256. RandomFeatureNoise is not refinable, so no Richardson: at h = 2^-5 and 2^-6
+    the estimates were 0.60 ± 0.08 and 0.69 ± 0.04 (16 seeds), no bias above one SE."""
+    d, t_total, h = 8, 4.0, 2.0**-6
+    kern = ActivationKernel("erf", sigma_w=2.0)
 
     def make(seed):
-        return RandomFeatureNoise(kern, d, width=512, seed=6000 + seed)
+        return RandomFeatureNoise(kern, d, width=256, seed=6000 + seed)
 
-    est = _lyapunov_estimate(make, d, n_seeds=10, n_pairs=64, t_total=t_total, h=h, chunk=1.0)
+    est = _lyapunov_estimate(make, d, n_seeds=16, n_pairs=64, t_total=t_total, hs=[h], chunk=1.0)[:, 0]
     mean, se = _mean_se(est)
     closed = lyapunov_exponent(kern, d)
     one_d = lyapunov_from_two_point(kern.kappa, kern.kappa1, d)
-    print(f"\n§5.4 erf d=5: estimate {mean:.4f} ± {se:.4f} closed {closed:.4f} 1-D {one_d:.6f}")
-    assert closed > 0.25 and abs(closed - one_d) < 1e-3
-    assert abs(mean - closed) <= 3 * se + 0.02, (mean, se, closed)
-    assert mean > 0
+    print(f"\n§5.4 erf d=8: estimate {mean:.4f} ± {se:.4f} closed {closed:.4f} 1-D {one_d:.6f}")
+    assert closed > 0.6 and abs(closed - one_d) < 1e-3
+    assert abs(mean - closed) <= 3 * se, (mean, se, closed)
+    assert mean > 3 * se  # a significantly positive exponent: the sign is resolved
