@@ -178,8 +178,8 @@ def make_velocity(method: str, d: int, beta: float, *, Q=None, K=None, V=None,
     >>> vel = make_velocity("direct", d=2, beta=0.0)
     >>> x = np.array([[1.0, 0.0], [0.0, 1.0]])
     >>> np.round(vel(x), 12)   # β = 0: P_x of the mean (½, ½)
-    array([[ 0. ,  0.5],
-           [ 0.5, -0. ]])
+    array([[0. , 0.5],
+           [0.5, 0. ]])
     """
     if not isinstance(method, str):
         raise TypeError(f"attention must be a method name or a Velocity, got {type(method).__name__}")
