@@ -147,11 +147,51 @@ class Transformer:
 
     # -- the two half-steps --------------------------------------------------------------
     def attention(self, x: np.ndarray) -> np.ndarray:
-        """Raw softmax attention A(x_i; μ^N) of the tokens x, shape (N, d) -> (N, d)."""
+        """Raw softmax attention A(x_i; μ^N) of the tokens x (SPEC §1), not projected.
+
+        A(x_i; μ^N) = Σ_j exp(β<Q x_i, K x_j>) V x_j / Σ_j exp(β<Q x_i, K x_j>), blocked
+        over queries (memory O(block · N)).
+
+        Parameters
+        ----------
+        x : ndarray, shape (N, d)
+            Unit tokens; μ^N is their empirical measure.
+
+        Returns
+        -------
+        ndarray, shape (N, d)
+
+        Examples
+        --------
+        >>> Transformer(2, 1, 4, 1.0, 0.0).attention(np.eye(2))   # β = 0: the mean token
+        array([[0.5, 0.5],
+               [0.5, 0.5]])
+        """
         return softmax_attention(x, self.beta, Q=self.Q, K=self.K, V=self.V, block=self.block, check=False)
 
     def mlp_field(self, y: np.ndarray, A: np.ndarray, W: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """α2 σ m^{-1/2} A φ(W y + b) at tokens y, blockwise over tokens; (N, d) -> (N, d)."""
+        """The layer field α2 σ MLP_l(y) = α2 σ m^{-1/2} A φ(W y + b) at tokens y (SPEC §1, §2).
+
+        Its covariance over weight draws is α2² κ(<x, y>) δ_ab for every width m.
+        Evaluated in blocks of rows, so memory is O(min(block, 2^22/m) · m), never N × m.
+
+        Parameters
+        ----------
+        y : ndarray, shape (N, d)
+        A, W, b : ndarray, shapes (d, m), (m, d), (m,)
+            Weights of one layer, e.g. from :meth:`draw_layer`.
+
+        Returns
+        -------
+        ndarray, shape (N, d)
+
+        Examples
+        --------
+        >>> model = Transformer(3, 4, 16, 1.0, 1.0)
+        >>> w = model.draw_layer(np.random.default_rng(0))
+        >>> model.mlp_field(np.eye(3), *w).shape
+        (3, 3)
+        """
         m = A.shape[1]
         c = self.alpha2 * self.kernel.scale / math.sqrt(m)
         out = np.empty_like(y)
@@ -163,7 +203,21 @@ class Transformer:
         return out
 
     def draw_layer(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Fresh weights (A_l, W_l, b_l) of one MLP layer: N(0,1)^{d×m}, N(0,σ_w²)^{m×d}, N(0,σ_b²)^m."""
+        """Fresh weights (A_l, W_l, b_l) of one MLP layer (SPEC §1), drawn in this order from ``rng``.
+
+        A_l ~ N(0,1)^{d×m}, W_l ~ N(0,σ_w²)^{m×d}, b_l ~ N(0,σ_b²)^m (finite width only).
+
+        Returns
+        -------
+        A : ndarray (d, m)
+        W : ndarray (m, d)
+        b : ndarray (m,)
+
+        Examples
+        --------
+        >>> [w.shape for w in Transformer(3, 4, 16, 1.0, 1.0).draw_layer(np.random.default_rng(0))]
+        [(3, 16), (16, 3), (16,)]
+        """
         m, k = self.width, self.kernel
         A = rng.standard_normal((self.d, m))
         W = k.sigma_w * rng.standard_normal((m, self.d))

@@ -77,14 +77,22 @@ def _exact(kappa1, d, t):
 def test_one_token_euler_matches_discrete_and_continuous_identity(d):
     """E[P_l(<x0, X_t>)] for projected Euler: MC vs exact discrete value vs SPEC §5.1."""
     n_seeds, n_tok = 200, 32
-    stats, kappa1 = [], None
+    stats, tangential, kappa1 = [], [], None
     for seed in range(n_seeds):
         noise = NoisePath(RELU, d, 8, seed=1000 + seed, t_max=T_ID)
         kappa1 = noise.kappa1
-        x0 = unit_points(n_tok, d, np.random.default_rng(seed))
+        rng = np.random.default_rng(seed)
+        x0 = unit_points(n_tok, d, rng)
         sol = solve_particles(x0, noise, 0.0, H_ID, [T_ID], attention="off")
         stats.append(_legendre_stats(x0, sol.final, d, LMAX_ID))
+        # the components of E[X_t] orthogonal to x0 vanish: <e, X_t> for a unit e ⊥ x0
+        e = rng.standard_normal((n_tok, d))
+        e -= np.einsum("ij,ij->i", x0, e)[:, None] * x0
+        e /= np.linalg.norm(e, axis=1, keepdims=True)
+        tangential.append(np.einsum("ij,ij->i", e, sol.final).mean())
     est, se = _mean_se(stats)
+    tan_mean, tan_se = _mean_se(tangential)
+    assert abs(tan_mean) <= N_SIGMA * tan_se, (tan_mean, tan_se)
     n_steps = round(T_ID / H_ID)
     discrete = euler_one_step_moments(d, kappa1 * H_ID, LMAX_ID)[1:] ** n_steps
     exact = _exact(kappa1, d, T_ID)
@@ -194,9 +202,10 @@ def _orthogonal_pairs(n_pairs, d, rng):
     return np.stack([a, b], axis=1).reshape(-1, d)
 
 
-@pytest.mark.parametrize("d,beta", [(3, None), (3, 1.0), (2, None), (2, 2.0)])
-def test_two_point_motion_law(d, beta):
-    """E[c_t], E[c_t²] of c = <X, Y> (Euler, Richardson in h) vs the 1-D backward equation."""
+@pytest.mark.parametrize("d,beta,scheme", [(3, None, "euler"), (3, 1.0, "euler"), (2, None, "euler"),
+                                           (2, 2.0, "euler"), (3, 1.0, "heun")])
+def test_two_point_motion_law(d, beta, scheme):
+    """E[c_t], E[c_t²] of c = <X, Y> (Richardson in h) vs the 1-D backward equation (SPEC §5.3)."""
     n_seeds, n_pairs = 100, 16
     h, times = 2.0**-5, [0.5, 1.0]
     ext, first_order, noise = [], [], None
@@ -206,7 +215,7 @@ def test_two_point_motion_law(d, beta):
         x0 = _orthogonal_pairs(n_pairs, d, np.random.default_rng(seed))
         stats = []
         for dt in (h, h / 2):
-            sol = solve_particles(x0, noise, 0.0 if beta is None else beta, dt, times, attention=vel)
+            sol = solve_particles(x0, noise, 0.0 if beta is None else beta, dt, times, attention=vel, scheme=scheme)
             p = sol.x.reshape(len(times), n_pairs, 2, d)
             c = np.einsum("tpi,tpi->tp", p[:, :, 0], p[:, :, 1])
             stats.append(np.stack([c.mean(axis=1), (c * c).mean(axis=1)], axis=1))
@@ -218,7 +227,7 @@ def test_two_point_motion_law(d, beta):
     ref = two_point_moments(k.kappa, k.kappa1, d, beta, 0.0, times)
     ref2 = two_point_moments(k.kappa, k.kappa1, d, beta, 0.0, times, n=64)
     assert np.max(np.abs(ref - ref2)) < 1e-5  # the 1-D solution is converged in n
-    print(f"\n§5.3 d={d} beta={beta}: est {est.ravel()} ref {ref.ravel()} SE {se.ravel()} bias {bias1.ravel()}")
+    print(f"\n§5.3 d={d} beta={beta} {scheme}: est {est.ravel()} ref {ref.ravel()} SE {se.ravel()} bias {bias1.ravel()}")
     assert np.all(np.abs(est - ref) <= N_SIGMA * se + np.abs(bias1)), (est, ref, se, bias1)
 
 
