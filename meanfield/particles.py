@@ -1,0 +1,430 @@
+"""Particle solvers for the interacting SDE with common noise (SPEC §3, §7).
+
+N tokens on S^{d-1} follow
+
+    Stratonovich:  dX_i = v(X_i) dt + P_{X_i} ∘ dW(t, X_i),
+    Itô:           dX_i = [ v(X_i) - ½ (d-1) κ(1) X_i ] dt + P_{X_i} dW(t, X_i),
+
+with v(x) = P_x A(x; μ^N_t) the tangential softmax-attention velocity and W the common
+Brownian field of a noise source (:mod:`meanfield.noise`). Two schemes:
+
+* ``"euler"`` — projected (geometric) Euler, the layer-normalised step
+
+      x <- Π( x + h v(x) + ΔW(x) ),        Π(z) = z / |z|,
+
+  which is the one-step map T_n of the SPDE push-forward scheme (SPEC §6(b)) and the
+  discrete transformer itself. It is consistent with the *Itô* form: for a tangent
+  increment δ of size O(sqrt h), Π(x + δ) = x + δ - ½|δ|² x + O(h^{3/2}), and
+  E|P_x ΔW(x)|² = (d-1) κ(1) h, so the projection supplies the drift -½ (d-1) κ(1) x.
+  Strong order 1/2, weak order 1.
+* ``"heun"`` — Stratonovich Heun with the *same* field increment at both stages:
+
+      x̃  = Π( x + h v(x) + P_x ΔW(x) ),
+      x' = Π( x + ½ h (v(x) + v(x̃)) + ½ (P_x ΔW(x) + P_x̃ ΔW(x̃)) ).
+
+The attention evaluator is pluggable (:func:`make_velocity`): the steppers only call a
+:class:`Velocity`, a callable x -> v(x) carrying a method name and metadata, so further
+evaluators (e.g. a spectral one, SPEC §7) are added with :func:`register_velocity`
+without touching the steppers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from ._validate import as_float, as_int, as_matrix, as_points, as_times
+from .attention import DEFAULT_BLOCK, softmax_attention, tangent_project
+
+__all__ = [
+    "Velocity",
+    "make_velocity",
+    "register_velocity",
+    "velocity_methods",
+    "ParticleSolution",
+    "NonFiniteError",
+    "solve_particles",
+    "project",
+    "step_grid",
+]
+
+
+class NonFiniteError(FloatingPointError):
+    """A solver produced NaN or infinite positions (raised with the time and a remedy)."""
+
+
+def project(z: np.ndarray) -> np.ndarray:
+    """Layer normalisation Π(z) = z / |z| row by row, shape (N, d) -> (N, d) (SPEC §1).
+
+    Examples
+    --------
+    >>> project(np.array([[3.0, 4.0]]))
+    array([[0.6, 0.8]])
+    """
+    return z / np.linalg.norm(z, axis=1, keepdims=True)
+
+
+# --------------------------------------------------------------------------------------
+# attention evaluators
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Velocity:
+    """A drift evaluator x -> v(x) for the particle steppers.
+
+    Parameters
+    ----------
+    fn : callable
+        Maps token positions, shape (N, d), to tangent velocities, shape (N, d). The
+        velocity of token i may depend on all tokens passed in (the empirical measure).
+    method : str
+        Name reported in :attr:`ParticleSolution.meta` (``"direct"``, ``"off"``, ...).
+    meta : dict
+        Anything the evaluator wants recorded (block size, degree, tolerance, ...).
+
+    Examples
+    --------
+    >>> vel = make_velocity("off", d=3, beta=1.0)
+    >>> vel(np.eye(3)).shape
+    (3, 3)
+    """
+
+    fn: Callable[[np.ndarray], np.ndarray]
+    method: str
+    meta: dict = field(default_factory=dict)
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        return self.fn(x)
+
+
+_VELOCITY_BUILDERS: dict[str, Callable[..., Velocity]] = {}
+
+
+def register_velocity(name: str):
+    """Decorator registering a builder ``f(d, beta, Q, K, V, block, **options) -> Velocity``.
+
+    Examples
+    --------
+    >>> @register_velocity("zero-demo")
+    ... def _zero(d, beta, Q, K, V, block, **options):
+    ...     return Velocity(lambda x: np.zeros_like(x), "zero-demo")
+    >>> "zero-demo" in velocity_methods()
+    True
+    """
+
+    def deco(builder):
+        _VELOCITY_BUILDERS[name] = builder
+        return builder
+
+    return deco
+
+
+def velocity_methods() -> tuple[str, ...]:
+    """Names accepted by :func:`make_velocity` and ``solve_particles(attention=...)``."""
+    return tuple(_VELOCITY_BUILDERS)
+
+
+@register_velocity("direct")
+def _direct_velocity(d, beta, Q, K, V, block, **options):
+    if options:
+        raise TypeError(f"the direct evaluator takes no options, got {sorted(options)}")
+
+    def fn(x):
+        # softmax_attention's own checks would re-normalise-test every step; inputs are
+        # already validated unit tokens, so skip them (check=False) for speed
+        return tangent_project(x, softmax_attention(x, beta, Q=Q, K=K, V=V, block=block, check=False))
+
+    return Velocity(fn, "direct", {"block": block, "cost": "O(N^2) time, O(N block) memory"})
+
+
+@register_velocity("off")
+def _off_velocity(d, beta, Q, K, V, block, **options):
+    if options:
+        raise TypeError(f"the 'off' evaluator takes no options, got {sorted(options)}")
+    return Velocity(lambda x: np.zeros_like(x), "off", {})
+
+
+def make_velocity(method: str, d: int, beta: float, *, Q=None, K=None, V=None,
+                  block: int = DEFAULT_BLOCK, **options) -> Velocity:
+    """Build the attention velocity v(x) = P_x A(x; μ^N) by a registered method (SPEC §7).
+
+    A(x; μ) = Σ_j exp(β<Qx, K x_j>) V x_j / Σ_j exp(β<Qx, K x_j>) over the tokens passed
+    to the evaluator (their empirical measure).
+
+    Parameters
+    ----------
+    method : str
+        ``"direct"`` (blocked softmax sum, any d and Q, K, V, O(N · block) memory) or
+        ``"off"`` (v = 0, pure noise); see :func:`velocity_methods`.
+    d : int, >= 2
+    beta : float, >= 0
+    Q, K, V : ndarray (d, d), optional
+        Default identity.
+    block : int
+        Query rows per block of the direct sum.
+    **options
+        Passed to the builder of ``method``.
+
+    Returns
+    -------
+    Velocity
+
+    Examples
+    --------
+    >>> vel = make_velocity("direct", d=2, beta=0.0)
+    >>> x = np.array([[1.0, 0.0], [0.0, 1.0]])
+    >>> np.round(vel(x), 12)   # β = 0: P_x of the mean (½, ½)
+    array([[0. , 0.5],
+           [0.5, 0. ]])
+    """
+    if not isinstance(method, str):
+        raise TypeError(f"attention must be a method name or a Velocity, got {type(method).__name__}")
+    if method not in _VELOCITY_BUILDERS:
+        raise ValueError(f"attention must be one of {sorted(_VELOCITY_BUILDERS)}, got {method!r}")
+    d = as_int(d, "d", min_value=2)
+    beta = as_float(beta, "beta", min_value=0.0)
+    Q, K, V = as_matrix(Q, "Q", d), as_matrix(K, "K", d), as_matrix(V, "V", d)
+    block = as_int(block, "block", min_value=1)
+    return _VELOCITY_BUILDERS[method](d, beta, Q, K, V, block, **options)
+
+
+# --------------------------------------------------------------------------------------
+# solver
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class ParticleSolution:
+    """Output of :func:`solve_particles`.
+
+    Attributes
+    ----------
+    t : ndarray, shape (n_save,)
+        Save times (points of the step grid t0 + k dt).
+    x : ndarray, shape (n_save, N, d)
+        Token positions at the save times.
+    meta : dict
+        ``scheme``, ``attention`` (method used) and its ``attention_meta``, ``dt``,
+        ``n_steps``, ``t0``, ``beta``, ``noise`` (repr), ``kappa1``, ``kept_fraction``,
+        ``max_norm_error`` (largest | |x| - 1 | seen at a save time), ``wall_time``.
+    """
+
+    t: np.ndarray
+    x: np.ndarray
+    meta: dict
+
+    @property
+    def final(self) -> np.ndarray:
+        """Positions at the last save time, shape (N, d)."""
+        return self.x[-1]
+
+    def __repr__(self) -> str:
+        return (f"ParticleSolution(n_save={self.t.size}, N={self.x.shape[1]}, d={self.x.shape[2]}, "
+                f"scheme={self.meta.get('scheme')!r}, attention={self.meta.get('attention')!r})")
+
+
+def step_grid(t0: float, dt: float, t_eval, *, rtol: float = 1e-9) -> np.ndarray:
+    """Step indices k with t0 + k dt = t_eval (to ``rtol`` · dt), or raise.
+
+    Examples
+    --------
+    >>> step_grid(0.0, 0.25, [0.5, 1.0])
+    array([2, 4])
+    """
+    t_eval = np.asarray(t_eval, dtype=np.float64)
+    k = (t_eval - t0) / dt
+    kr = np.rint(k)
+    bad = np.abs(k - kr) > rtol * np.maximum(1.0, np.abs(k))
+    if np.any(bad):
+        tb = float(t_eval[np.argmax(bad)])
+        raise ValueError(
+            f"t_eval must lie on the step grid t0 + k*dt (t0 = {t0}, dt = {dt}); {tb} does not. "
+            "Choose dt dividing the save times (e.g. dt = T / 2**k, which also keeps the noise "
+            "path on its fast dyadic grid)."
+        )
+    return kr.astype(np.int64)
+
+
+def _check_noise(noise, d: int):
+    if noise is None:
+        return
+    for attr in ("d", "t_max", "field"):
+        if not hasattr(noise, attr):
+            raise TypeError(f"noise must be a noise source (NoisePath, RandomFeatureNoise, RotationNoise) "
+                            f"with attribute {attr!r}, got {type(noise).__name__}")
+    if noise.d != d:
+        raise ValueError(f"noise has dimension d = {noise.d} but the tokens x0 have d = {d}")
+
+
+def _noise_meta(noise) -> dict:
+    if noise is None:
+        return {"noise": None, "kappa1": 0.0, "kept_fraction": 1.0}
+    return {
+        "noise": repr(noise),
+        "kappa1": float(getattr(noise, "kappa1", float("nan"))),
+        "kept_fraction": float(getattr(noise, "kept_fraction", float("nan"))),
+        "lmax": getattr(noise, "lmax", None),
+    }
+
+
+def solve_particles(
+    x0,
+    noise,
+    beta: float,
+    dt: float,
+    t_eval,
+    *,
+    scheme: str = "euler",
+    attention="direct",
+    Q=None,
+    K=None,
+    V=None,
+    t0: float = 0.0,
+    block: int = DEFAULT_BLOCK,
+    progress: bool = False,
+) -> ParticleSolution:
+    """Integrate the N-token SDE with common noise on S^{d-1} (SPEC §3, §7).
+
+    Euler:  x <- Π(x + h v(x) + ΔW(x)), the projected (geometric) Euler step — the one-step
+    map T_n of SPEC §6(b); Itô-consistent because Π produces the drift -½(d-1)κ(1)x.
+    Heun:   x̃ = Π(x + h v(x) + P_x ΔW(x)),
+            x' = Π(x + ½h(v(x) + v(x̃)) + ½(P_x ΔW(x) + P_x̃ ΔW(x̃))), same ΔW at both points.
+    Here v(x) = P_x A(x; μ^N) and ΔW = W(t + h, ·) - W(t, ·) from ``noise.field(t, t + h)``.
+
+    Parameters
+    ----------
+    x0 : ndarray, shape (N, d)
+        Initial tokens, unit vectors.
+    noise : noise source or None
+        Anything with ``d``, ``t_max`` and ``field(t0, t1)`` returning a callable
+        (N, d) -> (N, d) ambient increment: :class:`~meanfield.noise.NoisePath`,
+        :class:`~meanfield.noise.RandomFeatureNoise`, :class:`~meanfield.noise.RotationNoise`.
+        ``None`` means no noise (the deterministic attention flow).
+    beta : float, >= 0
+        Inverse temperature of the attention.
+    dt : float, > 0
+        Fixed step h. Prefer dt = T / 2^k: the Brownian tree is fastest on dyadic times.
+    t_eval : array_like
+        Save times, non-decreasing, >= t0, on the step grid t0 + k dt (a ValueError says
+        so otherwise; the last step is never shortened) and <= ``noise.t_max``.
+    scheme : {"euler", "heun"}
+    attention : str or Velocity
+        ``"direct"`` (blocked softmax sum), ``"off"`` (pure noise), any name registered
+        with :func:`register_velocity`, or a ready :class:`Velocity`.
+    Q, K, V : ndarray (d, d), optional
+        Attention matrices (default identity); ignored when ``attention`` is a Velocity.
+    t0 : float
+        Initial time (the noise is read on [t0, max(t_eval)]).
+    block : int
+        Query rows per block of the direct attention sum (memory O(N · block)).
+    progress : bool
+        Show a tqdm progress bar.
+
+    Returns
+    -------
+    ParticleSolution
+        ``t`` (n_save,), ``x`` (n_save, N, d), ``meta``.
+
+    Raises
+    ------
+    NonFiniteError
+        If a position becomes NaN or infinite (message gives the time and a remedy).
+
+    Examples
+    --------
+    >>> from meanfield.kernels import ActivationKernel
+    >>> from meanfield.noise import NoisePath
+    >>> noise = NoisePath(ActivationKernel("relu"), d=3, lmax=8, seed=0)
+    >>> x0 = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])
+    >>> sol = solve_particles(x0, noise, beta=1.0, dt=2**-6, t_eval=[0.0, 0.5, 1.0])
+    >>> sol.x.shape
+    (3, 2, 3)
+    """
+    import time
+
+    x = as_points(x0, "x0")
+    n, d = x.shape
+    _check_noise(noise, d)
+    beta = as_float(beta, "beta", min_value=0.0)
+    dt = as_float(dt, "dt", min_value=0.0, strict_min=True)
+    t0 = as_float(t0, "t0")
+    t_eval = as_times(t_eval, "t_eval", min_value=t0)
+    if scheme not in ("euler", "heun"):
+        raise ValueError(f"scheme must be 'euler' or 'heun', got {scheme!r}")
+    block = as_int(block, "block", min_value=1)
+    if noise is not None:
+        t_max = float(noise.t_max)
+        if t_eval[-1] > t_max * (1 + 1e-12):
+            raise ValueError(f"t_eval reaches {t_eval[-1]}, beyond the noise window [0, {t_max}]; "
+                             "build the noise with a larger t_max")
+        if t0 < 0:
+            raise ValueError(f"t0 = {t0} is before the noise window [0, {t_max}]")
+    if isinstance(attention, Velocity):
+        velocity = attention
+    else:
+        velocity = make_velocity(attention, d, beta, Q=Q, K=K, V=V, block=block)
+    k_save = step_grid(t0, dt, t_eval)
+    n_steps = int(k_save[-1])
+
+    out = np.empty((t_eval.size, n, d))
+    save_pos = 0
+    while save_pos < k_save.size and k_save[save_pos] == 0:
+        out[save_pos] = x
+        save_pos += 1
+
+    steps = range(n_steps)
+    if progress:
+        from tqdm.auto import tqdm
+
+        steps = tqdm(steps, desc=f"{scheme} N={n}", unit="step")
+    off = velocity.method == "off"
+    start = time.perf_counter()
+    for k in steps:
+        ta, tb = t0 + k * dt, t0 + (k + 1) * dt
+        dW = None if noise is None else noise.field(ta, tb)
+        v = None if off else velocity(x)
+        if scheme == "euler":
+            z = x.copy()
+            if v is not None:
+                z += dt * v
+            if dW is not None:
+                z += dW(x)
+            x = project(z)
+        else:
+            pdw = 0.0 if dW is None else tangent_project(x, dW(x))
+            z = x + pdw if v is None else x + dt * v + pdw
+            xt = project(z)
+            pdwt = 0.0 if dW is None else tangent_project(xt, dW(xt))
+            incr = 0.5 * (pdw + pdwt)
+            if v is not None:
+                incr = incr + 0.5 * dt * (v + velocity(xt))
+            x = project(x + incr)
+        if not np.all(np.isfinite(x)):
+            raise NonFiniteError(
+                f"non-finite token positions at t = {tb:.6g} (step {k + 1} of {n_steps}, scheme {scheme!r}, "
+                f"dt = {dt:g}); reduce dt, check the noise scale and the attention matrices Q, K, V"
+            )
+        while save_pos < k_save.size and k_save[save_pos] == k + 1:
+            out[save_pos] = x
+            save_pos += 1
+    wall = time.perf_counter() - start
+    norm_err = float(np.max(np.abs(np.linalg.norm(out, axis=2) - 1.0)))
+    meta = {
+        "scheme": scheme,
+        "attention": velocity.method,
+        "attention_meta": dict(velocity.meta),
+        "beta": beta,
+        "dt": dt,
+        "t0": t0,
+        "n_steps": n_steps,
+        "n_tokens": n,
+        "d": d,
+        "max_norm_error": norm_err,
+        "wall_time": wall,
+        **_noise_meta(noise),
+    }
+    return ParticleSolution(t=t0 + k_save * dt, x=out, meta=meta)
