@@ -221,7 +221,7 @@ class NoisePath:
     >>> from meanfield.kernels import ActivationKernel
     >>> noise = NoisePath(ActivationKernel("relu"), d=3, lmax=8, seed=0)
     >>> round(noise.kept_fraction, 4)
-    0.9986
+    0.9996
     >>> dW = noise.field(0.0, 0.01)
     >>> dW(np.array([[0.0, 0.0, 1.0]])).shape
     (1, 3)
