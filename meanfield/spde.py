@@ -524,9 +524,12 @@ class _Grid:
                 import ducc0
 
                 alm = real_to_alm(coeffs, lsig)
-                m = ducc0.sht.synthesis_2d(alm=alm, spin=0, lmax=lsig, geometry="GL", ntheta=self.nlat,
-                                           nphi=self.nphi, nthreads=self.nthreads)
-                return m.reshape(3, -1).T
+                out = np.empty((self.Q, 3))
+                for a in range(3):
+                    out[:, a] = ducc0.sht.synthesis_2d(alm=alm[a : a + 1], spin=0, lmax=lsig, geometry="GL",
+                                                       ntheta=self.nlat, nphi=self.nphi,
+                                                       nthreads=self.nthreads)[0].ravel()
+                return out
             if self.d == 2:
                 B = self._noise_basis.get(lsig)
                 if B is None:
@@ -730,7 +733,7 @@ class SPDESolution:
     def negative_mass(self, i: int) -> float:
         """∫ max(-ρ_{t_i}, 0), by quadrature on the 3/2-rule grid."""
         g = self.grid
-        return float(g.weights @ np.maximum(-g.synth(self.coeffs[i]), 0.0))
+        return float(np.einsum("i,i->", g.weights, np.maximum(-g.synth(self.coeffs[i]), 0.0)))
 
     def tail_energy(self, i: int) -> float:
         """Spectral energy in the top quarter of degrees (l > 3 lmax / 4) relative to the total.
@@ -901,7 +904,7 @@ def _initial_coefficients(rho0, d: int, lmax: int, grid: _Grid, neg_tol: float) 
         c = _resize(arr, d, lin, lmax)
         desc = {"kind": "coefficients", "lmax": lin}
         vals = grid.synth(c)
-        negm = float(grid.weights @ np.maximum(-vals, 0.0))
+        negm = float(np.einsum("i,i->", grid.weights, np.maximum(-vals, 0.0)))
         if negm > neg_tol:
             raise ValueError(f"rho0 must be non-negative: its negative part has mass {negm:.3g} > neg_tol = {neg_tol:g}")
     mass = float(np.real(c[0])) * math.sqrt(sphere_area(d))
@@ -1138,7 +1141,7 @@ def solve_spde(
                 f"raise lmax (now {lmax}), lower dt (now {dt:g}) or enable the filter (filter=16)",
                 partial((t, cn)), t, "tail")
         if vals is not None:
-            negm = float(grid.weights @ np.maximum(-vals, 0.0))
+            negm = float(np.einsum("i,i->", grid.weights, np.maximum(-vals, 0.0)))
             if negm > neg_tol:
                 raise SPDEResolutionError(
                     f"the SPDE solution is no longer resolved at t = {t:.6g}: its negative part has mass "
