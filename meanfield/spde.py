@@ -951,7 +951,7 @@ def solve_spde(
     noise_on: bool = True,
     V=None,
     filter: int | None = None,
-    tail_tol: float = 1e-6,
+    tail_tol: float = 1e-4,
     neg_tol: float = 1e-3,
     attention_tol: float = ATTENTION_TOL,
     noise_map: str = "projected",
