@@ -73,6 +73,7 @@ from .harmonics import (
 )
 
 __all__ = [
+    "initial_condition_from_dict",
     "Uniform",
     "VonMisesFisher",
     "Mixture",
@@ -236,6 +237,7 @@ class Uniform(_InitialCondition):
         return out
 
     def to_dict(self) -> dict:
+        """Plain-dict description (for metadata and :func:`initial_condition_from_dict`)."""
         return {"kind": "uniform", "d": self.d}
 
 
@@ -323,6 +325,7 @@ class VonMisesFisher(_InitialCondition):
         return c * lam[ell] * np.conj(y[ell, m])
 
     def to_dict(self) -> dict:
+        """Plain-dict description (for metadata and :func:`initial_condition_from_dict`)."""
         return {"kind": "vmf", "mu": self.mu.tolist(), "kappa": self.kappa}
 
 
@@ -366,6 +369,7 @@ class Mixture(_InitialCondition):
         return f"Mixture({self.components!r}, weights={self.weights.tolist()})"
 
     def density(self, x) -> np.ndarray:
+        """ρ(x) = Σ_k w_k ρ_k(x), points (N, d) -> values (N,)."""
         x = self._check_x(x)
         return sum(w * c.density(x) for w, c in zip(self.weights, self.components))
 
@@ -379,9 +383,11 @@ class Mixture(_InitialCondition):
         return x[rng.permutation(n)]
 
     def coefficients(self, lmax: int) -> np.ndarray:
+        """Exact coefficients Σ_k w_k (ρ_k)_lm up to degree lmax."""
         return sum(w * c.coefficients(lmax) for w, c in zip(self.weights, self.components))
 
     def to_dict(self) -> dict:
+        """Plain-dict description (for metadata and :func:`initial_condition_from_dict`)."""
         return {"kind": "mixture", "weights": self.weights.tolist(), "components": [c.to_dict() for c in self.components]}
 
 
@@ -859,6 +865,8 @@ def _max_stable_dt(d, lmax, dt, t_final, kappa1, vmax) -> float:
 
 
 def _initial_coefficients(rho0, d: int, lmax: int, grid: _Grid, neg_tol: float) -> tuple[np.ndarray, dict]:
+    if isinstance(rho0, dict):
+        rho0 = initial_condition_from_dict(rho0, d)
     if isinstance(rho0, str):
         if rho0.lower() != "uniform":
             raise ValueError(f"rho0 = {rho0!r}: the only named initial condition is 'uniform'; "
@@ -967,8 +975,9 @@ def solve_spde(
 
     Parameters
     ----------
-    rho0 : str, initial-condition object, callable or ndarray
-        ``"uniform"``; a :class:`Uniform`, :class:`VonMisesFisher` or :class:`Mixture`
+    rho0 : str, dict, initial-condition object, callable or ndarray
+        ``"uniform"``; a dict for :func:`initial_condition_from_dict` (e.g.
+        ``{"kind": "vmf", "mu": [0, 0, 1], "kappa": 4.0}``); a :class:`Uniform`, :class:`VonMisesFisher` or :class:`Mixture`
         (exact coefficients); a callable density ``rho0(x)`` for points (N, d) -> (N,),
         projected on degree <= lmax by quadrature; or coefficients (S^2: complex alm of
         length (L+1)(L+2)/2 or real of length (L+1)², S^1: real Fourier of length 2L+1, any L;
@@ -1099,7 +1108,10 @@ def solve_spde(
                 f"> {CFL_GROWTH} (|v| <= {vmax:g}, k = kappa_sigma(1) = {kappa1:g}, lmax = {lmax}, T = {t_final:g}); "
                 f"use dt <= {hmax:.3g} or scheme='pushforward'")
 
-    grid = _Grid(d, lmax)
+    # 3/2 rule: ρ (degree lmax) times a field of degree max(lmax, l_σ + 1) projected on degree lmax
+    # needs 2 n_θ - 1 >= 2 lmax + max(lmax, l_σ + 1)
+    lsig = getattr(noise, "lmax", 0) if noise_on else 0
+    grid = _Grid(d, lmax, nlat=max((3 * lmax) // 2 + 2, (2 * lmax + int(lsig) + 1) // 2 + 2))
     c, rho0_desc = _initial_coefficients(rho0, d, lmax, grid, neg_tol)
     vel = _Velocity(d, lmax, beta, V) if attention else None
     ell = grid.ell
