@@ -470,32 +470,44 @@ class _Grid:
                                      geometry="GL", nthreads=self.nthreads)[0]
 
     # -- vector calculus -----------------------------------------------------------------
-    def gradient(self, c: np.ndarray) -> np.ndarray:
-        """Surface gradient ∇_S f on the grid as ambient tangent vectors (Q, d)."""
+    def frame(self) -> list[np.ndarray]:
+        """Orthonormal tangent frame at the nodes: [e_θ, e_φ] on S^2, [e_θ] on S^1, each (Q, d)."""
+        return [self.e_theta, self.e_phi] if self.d == 3 else [self.e_theta]
+
+    def components(self, F: np.ndarray) -> list[np.ndarray]:
+        """Frame components F·e_k of an ambient field F (Q, d); the normal part is dropped (= P_x F)."""
+        return [np.einsum("ij,ij->i", F, e) for e in self.frame()]
+
+    def ambient(self, comps: list[np.ndarray]) -> np.ndarray:
+        """Ambient tangent vectors Σ_k comps_k e_k, shape (Q, d)."""
+        out = comps[0][:, None] * self.e_theta
+        if self.d == 3:
+            out += comps[1][:, None] * self.e_phi
+        return out
+
+    def gradient(self, c: np.ndarray) -> list[np.ndarray]:
+        """Frame components of the surface gradient ∇_S f on the grid ((θ, φ) on S^2, θ on S^1)."""
         if self.d == 2:
-            return (self.B @ _ddtheta(c, self.lmax))[:, None] * self.e_theta
+            return [self.B @ _ddtheta(c, self.lmax)]
         import ducc0
 
         e = self.sqrt_ll * c
         g = ducc0.sht.synthesis_2d(alm=np.stack([e, np.zeros_like(e)]), spin=1, lmax=self.lmax, geometry="GL",
                                    ntheta=self.nlat, nphi=self.nphi, nthreads=self.nthreads)
-        return g[0].ravel()[:, None] * self.e_theta + g[1].ravel()[:, None] * self.e_phi
+        return [g[0].ravel(), g[1].ravel()]
 
-    def divergence(self, F: np.ndarray) -> np.ndarray:
-        """Coefficients of div_S F (degree <= lmax) for a tangent field F (Q, d) on the grid.
+    def divergence(self, comps: list[np.ndarray]) -> np.ndarray:
+        """Coefficients of div_S F (degree <= lmax) for a tangent field given by its frame components.
 
-        S^2: spin-1 analysis of (F·e_θ, F·e_φ) gives E_lm, and div F = -sqrt(l(l+1)) E_lm
-        (SPEC §10). S^1: d/dθ of the Fourier projection of F·e_θ.
+        S^2: spin-1 analysis of (F_θ, F_φ) gives E_lm, and div F = -sqrt(l(l+1)) E_lm
+        (SPEC §10). S^1: d/dθ of the Fourier projection of F_θ.
         """
         if self.d == 2:
-            ft = np.einsum("ij,ij->i", F, self.e_theta)
-            return _ddtheta(self.analysis(ft), self.lmax)
+            return _ddtheta(self.analysis(comps[0]), self.lmax)
         import ducc0
 
-        ft = np.einsum("ij,ij->i", F, self.e_theta).reshape(self.nlat, self.nphi)
-        fp = np.einsum("ij,ij->i", F, self.e_phi).reshape(self.nlat, self.nphi)
-        eb = ducc0.sht.analysis_2d(map=np.stack([ft, fp]), spin=1, lmax=self.lmax, geometry="GL",
-                                   nthreads=self.nthreads)
+        m = np.stack([comps[0].reshape(self.nlat, self.nphi), comps[1].reshape(self.nlat, self.nphi)])
+        eb = ducc0.sht.analysis_2d(map=m, spin=1, lmax=self.lmax, geometry="GL", nthreads=self.nthreads)
         return -self.sqrt_ll * eb[0]
 
     # -- non-uniform transforms ----------------------------------------------------------
@@ -575,15 +587,16 @@ class _Velocity:
         self.lam = attention_eigenvalues(d, beta, lmax)[ell]
         self.dlam = _attention_eigen_derivative(d, beta, lmax)[ell] if V is not None else None
 
-    def on_grid(self, grid: _Grid, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def on_grid(self, grid: _Grid, c: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+        """Frame components of v[ρ] at the grid nodes, and e^{-β} K_β * ρ there."""
         lc = self.lam * c
         conv = grid.synth(lc)
         g = grid.gradient(lc)
         if self.V is not None:
             rad = self.beta * grid.synth(self.dlam * c)
-            g = (g + rad[:, None] * grid.points) @ self.V.T
-            g = tangent_project(grid.points, g)
-        return g / (self.beta * conv)[:, None], conv
+            g = grid.components((grid.ambient(g) + rad[:, None] * grid.points) @ self.V.T)
+        inv = 1.0 / (self.beta * conv)
+        return [gk * inv for gk in g], conv
 
     def at_points(self, c: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         lc = self.lam * c
@@ -1182,16 +1195,16 @@ def solve_spde(
         check(c, rho_g, t0)
         v = vel.on_grid(grid, c)[0] if attention else None
         if scheme == "exponential":
-            flux = np.zeros_like(x)
-            if attention:
-                flux += dt * v
+            # frame components of h v + P_x ΔW, times ρ_n, then the spectral divergence
+            flux = [dt * vk for vk in v] if attention else [np.zeros(grid.Q) for _ in grid.frame()]
             if noise_on:
-                flux += tangent_project(x, grid.noise_on_grid(noise, t0, t1))
-            c = c - grid.divergence(rho_g[:, None] * flux)
+                for fk, wk in zip(flux, grid.components(grid.noise_on_grid(noise, t0, t1))):
+                    fk += wk
+            c = c - grid.divergence([rho_g * fk for fk in flux])
             if decay is not None:
                 c = c * decay
         else:
-            y = x + dt * v if attention else x.copy()
+            y = x + grid.ambient([dt * vk for vk in v]) if attention else x.copy()
             if noise_on and noise_map == "projected":
                 y += grid.noise_on_grid(noise, t0, t1)
             y /= np.linalg.norm(y, axis=1, keepdims=True)

@@ -129,6 +129,14 @@ def test_velocity_matches_direct_softmax(d):
     solv = solve_spde(rho0, None, beta=2.0, lmax=32, dt=0.01, t_eval=[0.0], d=d, V=V)
     refv = tangent_project(x, softmax_attention(x, 2.0, y=nodes, weights=w, V=V))
     assert np.abs(solv.velocity(0, x) - refv).max() < 1e-12
+    # the on-grid evaluator used by the time steppers (frame components)
+    from meanfield.spde import _Velocity
+
+    g = _Grid(d, 32)
+    for Vm in (None, V):
+        comps = _Velocity(d, 32, 2.0, Vm).on_grid(g, sol.coeffs[0])[0]
+        ref_g = tangent_project(g.points, softmax_attention(g.points, 2.0, y=nodes, weights=w, V=Vm))
+        assert np.abs(g.ambient(comps) - ref_g).max() < 1e-12
 
 
 # --------------------------------------------------------------------------------------
