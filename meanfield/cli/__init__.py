@@ -11,7 +11,7 @@ import importlib
 import sys
 
 #: Subcommand modules, in the order ``meanfield --help`` lists them.
-SUBCOMMANDS: tuple[str, ...] = ("demo",)
+SUBCOMMANDS: tuple[str, ...] = ("demo", "spde")
 
 
 def build_parser() -> argparse.ArgumentParser:
