@@ -24,10 +24,10 @@ plan is a monotone plan with a shifted cut,
       C'(θ)/2 = u_0 + 1/2 - Σ_i (u_{i+1} - u_i) Ỹ(F_i - θ)       (u_n = u_0 + 1),
 
   a non-decreasing step function that costs one sorted search per evaluation.
-  Bisection on C' brackets the minimiser; the last step intersects the tangent
-  lines of C at the bracket ends, which is exact when the bracket holds a single
-  kink and otherwise errs by at most (bracket width) × (slope jump inside),
-  i.e. below 1e-15 in turns² at the default full-precision tolerance.
+  Bisection on C' brackets the minimiser; the last step intersects the
+  tangent lines of C at the bracket ends, which is exact when the bracket holds
+  a single kink and otherwise errs by at most
+  (bracket width) × min(|C'(lo)|, |C'(hi)|), the stopping test.
 """
 
 from __future__ import annotations
@@ -40,42 +40,48 @@ __all__ = ["circle_wpp_turns"]
 # d0 = d(0) the root lies in [-d0 - 1, -d0 + 1]; the bracket is widened by a
 # small margin against round-off.
 _BRACKET_MARGIN = 1e-9
+# Bisection stops below this bracket width (turns): the kinks F_i - G_j carry
+# rounding errors of ~1e-16 already; a bracket of width ~2 gets there in ~53 steps.
+_XTOL = 4e-16
+_MAX_ITER = 100
 
 
 def _sort_with_cdf(u: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sort each row of ``u`` (K, n) and return it with its cumulative weights (last = 1)."""
-    order = np.argsort(u, axis=1, kind="stable")
-    us = np.take_along_axis(u, order, axis=1)
-    cdf = np.cumsum(w[order], axis=1)
-    cdf /= cdf[:, -1:]
+    if np.all(w == w[0]):
+        # Equal weights (particles): a plain sort is 2-3x cheaper than argsort + gather.
+        us = np.sort(u, axis=1)
+        cdf = np.repeat((np.arange(1, u.shape[1] + 1, dtype=np.float64) / u.shape[1])[None], u.shape[0], axis=0)
+    else:
+        order = np.argsort(u, axis=1, kind="stable")
+        us = np.take_along_axis(u, order, axis=1)
+        cdf = np.cumsum(w[order], axis=1)
+        cdf /= cdf[:, -1:]
     cdf[:, -1] = 1.0
     return us, cdf
 
 
-def _row_searchsorted(levels: np.ndarray, queries: np.ndarray) -> np.ndarray:
-    """Flat index into ``levels.ravel()`` of the first level >= query, row by row.
+def _row_searchsorted(levels: np.ndarray, queries: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Flat index into ``levels.ravel()`` of the first level >= query, for the given rows.
 
-    ``levels`` (K, m) has sorted rows with values in [0, 1]; ``queries`` (K, q)
-    are in [0, 1].  Rows are searched in one call by offsetting row k by 2k; the
-    offset costs at most ulp(2K) of resolution, irrelevant for K = 1 (the exact
-    single-problem path) and far below the Monte Carlo error of sliced estimates.
+    ``levels`` (K, m) has sorted rows with values in [0, 1]; ``queries``
+    (len(rows), q) are in [0, 1].  One ``np.searchsorted`` per row (a loop over
+    problems, not over points): a row of levels stays in cache, which measured
+    1.5-3x faster than one search over all rows offset into a single array.
     """
-    K, m = levels.shape
-    if K == 1:
-        idx = np.searchsorted(levels[0], queries[0], side="left")[None, :]
-        np.minimum(idx, m - 1, out=idx)
-        return idx
-    off = 2.0 * np.arange(K, dtype=np.float64)[:, None]
-    idx = np.searchsorted((levels + off).ravel(), (queries + off).ravel(), side="left")
-    idx = idx.reshape(K, -1)
-    np.minimum(idx, (m * np.arange(K) + m - 1)[:, None], out=idx)
+    m = levels.shape[1]
+    idx = np.empty(queries.shape, dtype=np.intp)
+    for i, k in enumerate(rows):
+        idx[i] = np.searchsorted(levels[k], queries[i], side="left")
+    np.minimum(idx, m - 1, out=idx)
+    idx += m * rows[:, None]
     return idx
 
 
-def _quantile(values_flat: np.ndarray, cdf: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """Quasi-periodic quantile X(q) = X(frac q) + floor q, row by row."""
+def _quantile(values_flat, cdf, q, rows):
+    """Quasi-periodic quantile X(q) = X(frac q) + floor q of the given rows."""
     whole = np.floor(q)
-    return values_flat[_row_searchsorted(cdf, q - whole)] + whole
+    return values_flat[_row_searchsorted(cdf, q - whole, rows)] + whole
 
 
 class _CircleProblem:
@@ -89,14 +95,15 @@ class _CircleProblem:
         self.du = np.diff(np.concatenate([self.us, self.us[:, :1] + 1.0], axis=1), axis=1)
         self.base = self.us[:, 0] + 0.5
 
-    def half_slope(self, theta: np.ndarray) -> np.ndarray:
-        """d(θ) = C'(θ)/2 for each row (a subgradient at kinks)."""
-        y = _quantile(self.vs_flat, self.G, self.F - theta[:, None])
-        return self.base - np.einsum("ki,ki->k", self.du, y)
+    def half_slope(self, theta: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """d(θ) = C'(θ)/2 for the given rows (a subgradient at kinks)."""
+        y = _quantile(self.vs_flat, self.G, self.F[rows] - theta[:, None], rows)
+        return self.base[rows] - np.einsum("ki,ki->k", self.du[rows], y)
 
     def cost(self, theta: np.ndarray) -> np.ndarray:
-        """C(θ) = ∫_0^1 (X(s + θ) - Y(s))² ds, exact for the step functions X, Y."""
+        """C(θ) = ∫_0^1 (X(s + θ) - Y(s))² ds for all rows, exact for the step functions X, Y."""
         K = self.us.shape[0]
+        rows = np.arange(K)
         shifted = np.mod(self.F - theta[:, None], 1.0)
         cuts = np.sort(
             np.concatenate([np.zeros((K, 1)), shifted, self.G, np.ones((K, 1))], axis=1), axis=1
@@ -104,35 +111,51 @@ class _CircleProblem:
         np.clip(cuts, 0.0, 1.0, out=cuts)
         length = np.diff(cuts, axis=1)
         mid = 0.5 * (cuts[:, 1:] + cuts[:, :-1])
-        x = _quantile(self.us_flat, self.F, mid + theta[:, None])
-        y = _quantile(self.vs_flat, self.G, mid)
+        x = _quantile(self.us_flat, self.F, mid + theta[:, None], rows)
+        y = _quantile(self.vs_flat, self.G, mid, rows)
         return np.einsum("ki,ki->k", length, (x - y) ** 2)
 
 
-def _w2sq_turns(u, v, a, b, xtol: float) -> np.ndarray:
-    """W_2² in turns² for each row; bisection on C' to bracket width ``xtol``."""
+def _w2sq_turns(u, v, a, b, atol: float) -> np.ndarray:
+    """W_2² in turns² for each row by bisection on C'.
+
+    The root of the non-decreasing step function d = C'/2 is bracketed by
+    [lo, hi] with d(lo) < 0 < d(hi) and the bracket is halved; only unfinished
+    rows are evaluated, and a row stops once its bracket is narrower than
+    ``_XTOL`` or its error bound is <= ``atol``:
+
+    * ``atol == 0`` (exact mode): the tangent lines of C at lo and hi bound C
+      from below and meet within ``2 (hi - lo) min(|d(lo)|, |d(hi)|)`` of min C,
+      exactly when one kink is left in the bracket; two evaluations of C.
+    * ``atol > 0`` (tolerance mode, sliced estimates): C at the midpoint, which
+      exceeds min C by at most ``(hi - lo) max(|d(lo)|, |d(hi)|) <= atol / 2``;
+      one evaluation of C.
+    """
     if u.shape[1] > v.shape[1]:
-        # W is symmetric; the search cost is (#queries) × log(#levels), so query the smaller side.
+        # W is symmetric; a search costs (#queries) × log(#levels), so query the smaller side.
         u, v, a, b = v, u, b, a
     prob = _CircleProblem(u, v, a, b)
-    K = u.shape[0]
-    d0 = prob.half_slope(np.zeros(K))
+    rows = np.arange(u.shape[0])
+    d0 = prob.half_slope(np.zeros(rows.size), rows)
     lo = -d0 - 1.0 - _BRACKET_MARGIN
     hi = -d0 + 1.0 + _BRACKET_MARGIN
-    dlo = prob.half_slope(lo)
-    dhi = prob.half_slope(hi)
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        active = (hi - lo > xtol) & (mid > lo) & (mid < hi) & (dlo < 0.0) & (dhi > 0.0)
-        if not active.any():
+    dlo = prob.half_slope(lo, rows)
+    dhi = prob.half_slope(hi, rows)
+    for _ in range(_MAX_ITER):
+        width = hi - lo
+        slope = np.minimum(-dlo, dhi) if atol == 0.0 else np.maximum(-dlo, dhi)
+        active = np.flatnonzero((2.0 * width * slope > atol) & (width > _XTOL) & (dlo < 0.0) & (dhi > 0.0))
+        if active.size == 0:
             break
-        d = prob.half_slope(np.where(active, mid, lo))
-        right = active & (d >= 0.0)
-        left = active & (d < 0.0)
-        hi = np.where(right, mid, hi)
-        dhi = np.where(right, d, dhi)
-        lo = np.where(left, mid, lo)
-        dlo = np.where(left, d, dlo)
+        t = 0.5 * (lo[active] + hi[active])
+        d = prob.half_slope(t, active)
+        right, left = active[d >= 0.0], active[d < 0.0]
+        hi[right], dhi[right] = t[d >= 0.0], d[d >= 0.0]
+        lo[left], dlo[left] = t[d < 0.0], d[d < 0.0]
+    if atol > 0.0:
+        # C is convex with |C'| <= 2 max(|d(lo)|, |d(hi)|) on the bracket, so
+        # C(mid) - min C <= (hi - lo) max(|d(lo)|, |d(hi)|) <= atol / 2.
+        return prob.cost(0.5 * (lo + hi))
     c_lo = prob.cost(lo)
     c_hi = prob.cost(hi)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -161,14 +184,14 @@ def _w1_turns(u, v, a, b) -> np.ndarray:
     return np.einsum("ki,ki->k", length, np.abs(diff - level))
 
 
-def circle_wpp_turns(u, v, a, b, p: int, xtol: float = 0.0) -> np.ndarray:
+def circle_wpp_turns(u, v, a, b, p: int, atol: float = 0.0) -> np.ndarray:
     """W_p^p (p = 1, 2) in turns^p for rows of ``u`` (K, n) and ``v`` (K, m) in [0, 1).
 
-    ``a`` (n,) and ``b`` (m,) are non-negative weights summing to 1.  ``xtol`` is
-    the bisection tolerance on the cut θ (p = 2 only); 0 means full precision.
+    ``a`` (n,) and ``b`` (m,) are non-negative weights summing to 1.  ``atol`` bounds
+    the error of W_2^2 in turns² (p = 2 only); 0 means full floating-point precision.
     """
     u = np.mod(u, 1.0)
     v = np.mod(v, 1.0)
     if p == 1:
         return _w1_turns(u, v, a, b)
-    return _w2sq_turns(u, v, a, b, xtol)
+    return _w2sq_turns(u, v, a, b, atol)
