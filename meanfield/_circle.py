@@ -43,6 +43,8 @@ _BRACKET_MARGIN = 1e-9
 # Bisection stops below this bracket width (turns): the kinks F_i - G_j carry
 # rounding errors of ~1e-16 already; a bracket of width ~2 gets there in ~53 steps.
 _XTOL = 4e-16
+# Rows with at most this many levels + queries are searched in one offset array.
+_FLAT_SEARCH_MAX = 4096
 _MAX_ITER = 100
 
 
@@ -65,14 +67,24 @@ def _row_searchsorted(levels: np.ndarray, queries: np.ndarray, rows: np.ndarray)
     """Flat index into ``levels.ravel()`` of the first level >= query, for the given rows.
 
     ``levels`` (K, m) has sorted rows with values in [0, 1]; ``queries``
-    (len(rows), q) are in [0, 1].  One ``np.searchsorted`` per row (a loop over
-    problems, not over points): a row of levels stays in cache, which measured
-    1.5-3x faster than one search over all rows offset into a single array.
+    (len(rows), q) are in [0, 1].  Large rows: one ``np.searchsorted`` per row
+    (a loop over problems, not points), which keeps a row in cache and measured
+    1.5-3x faster than one big search.  Small rows (m + q <= _FLAT_SEARCH_MAX):
+    one search over the rows offset by 2, 4, ... into a single array, which
+    avoids the per-call overhead; the offsets cost ulp(2 len(rows)) <= 1e-12
+    of resolution, so this path is only taken for batches (sliced estimates),
+    never for a single exact problem.
     """
     m = levels.shape[1]
-    idx = np.empty(queries.shape, dtype=np.intp)
-    for i, k in enumerate(rows):
-        idx[i] = np.searchsorted(levels[k], queries[i], side="left")
+    n_rows = rows.size
+    if n_rows > 1 and m + queries.shape[1] <= _FLAT_SEARCH_MAX:
+        off = 2.0 * np.arange(n_rows, dtype=np.float64)[:, None]
+        idx = np.searchsorted((levels[rows] + off).ravel(), (queries + off).ravel(), side="left")
+        idx = idx.reshape(queries.shape) - m * np.arange(n_rows)[:, None]
+    else:
+        idx = np.empty(queries.shape, dtype=np.intp)
+        for i, k in enumerate(rows):
+            idx[i] = np.searchsorted(levels[k], queries[i], side="left")
     np.minimum(idx, m - 1, out=idx)
     idx += m * rows[:, None]
     return idx
