@@ -355,7 +355,7 @@ def rate_table(
         Long form, one row per (parameter value, replica).
     param : str
         Parameter column (e.g. ``"N"``), values > 0, at least 2 distinct.
-    error : str or sequence of str
+    error : str, or list or tuple of str
         Error column(s), values > 0 and finite.
     theory_slope : float or dict
         Expected slope, or ``{error column: slope}``.
@@ -390,7 +390,7 @@ def rate_table(
     >>> table[["N", "n_replicas", "verdict"]].values.tolist()[0]
     [64, 8, 'consistent']
     """
-    errors = [error] if isinstance(error, str) else list(error)
+    errors = [error] if isinstance(error, str) else list(error) if isinstance(error, (list, tuple)) else None
     if not errors or not all(isinstance(e, str) for e in errors):
         raise TypeError(f"error must be a column name or a sequence of column names, got {error!r}")
     if not isinstance(param, str):
