@@ -33,7 +33,7 @@ from scipy.spatial.distance import cdist
 from scipy.special import sph_harm_y
 
 from meanfield._circle import circle_wpp_turns
-from meanfield._validate import as_float, as_int, as_points, as_rng
+from meanfield._validate import as_int, as_points, as_rng
 
 __all__ = [
     "WEIGHT_SUM_TOL",
@@ -75,7 +75,15 @@ _HARMONIC_BLOCK = 1 << 15
 
 
 class SlicedFallbackWarning(UserWarning):
-    """The clouds exceeded ``max_exact`` and the sliced estimate was returned instead."""
+    """The clouds exceeded ``max_exact`` and the sliced estimate was returned instead.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> from meanfield.transport import SlicedFallbackWarning
+    >>> warnings.simplefilter("error", SlicedFallbackWarning)  # make fallbacks fatal
+    >>> warnings.resetwarnings()
+    """
 
 
 @dataclass(frozen=True)
@@ -101,6 +109,15 @@ class DensityCloud:
         ``min_q ρ_q``.
     clipped : bool
         True if negative values were set to zero (only with ``clip_negative=True``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.transport import circle_quadrature, density_to_cloud
+    >>> nodes, w = circle_quadrature(4)
+    >>> c = density_to_cloud(np.array([0.3, -0.1, 0.2, 0.0]), nodes, w, clip_negative=True)
+    >>> round(c.negative_fraction, 12), c.weights.round(12).tolist()
+    (0.166666666667, [0.6, 0.0, 0.4, 0.0])
     """
 
     points: np.ndarray
@@ -140,6 +157,14 @@ class TransportInfo:
         Why the fallback happened, or ``""``.
     density : DensityCloud or None
         The converted density for :func:`wasserstein_to_density`, else None.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.transport import wasserstein
+    >>> value, info = wasserstein(np.eye(3)[:1], np.eye(3)[1:], return_info=True)
+    >>> info.method, info.exact, info.result_code, info.cost_matrix_bytes
+    ('emd', True, 1, 16)
     """
 
     value: float
@@ -384,6 +409,8 @@ def wasserstein(
     fallback = _as_choice(fallback, "fallback", _FALLBACKS)
     max_exact = as_int(max_exact, "max_exact", min_value=1)
     num_iter_max = as_int(num_iter_max, "num_iter_max", min_value=_MIN_NUM_ITER)
+    n_projections = as_int(n_projections, "n_projections", min_value=1)
+    as_rng(seed)  # validated here, used only by the fallback
     n, m = x.shape[0], y.shape[0]
     if x.shape[1] == 2 and cost == "geodesic":
         wpp = float(circle_wpp_turns(_circle_turns(x)[None], _circle_turns(y)[None], a, b, p)[0])
@@ -1112,7 +1139,9 @@ def observable_errors(x, a, nodes, weights, values, lmax: int = 2, *, f=None) ->
         lmax = as_int(lmax, "lmax", min_value=0)
         return np.abs(_weighted_harmonics(x, a, lmax) - _weighted_harmonics(nodes, weights * values, lmax))
     if not callable(f):
-        raise TypeError(f"f must be a callable mapping (n, d) points to (n,) or (n, K) values, got {type(f).__name__}")
+        raise TypeError(
+            f"f must be a callable mapping (n, d) points to (n,) or (n, K) values, got {type(f).__name__}"
+        )
     fx, fq = (np.asarray(f(pts), dtype=np.float64) for pts in (x, nodes))
     for val, pts, name in ((fx, x, "f(x)"), (fq, nodes, "f(nodes)")):
         if val.ndim not in (1, 2) or val.shape[0] != pts.shape[0]:

@@ -180,7 +180,9 @@ def sliced_families(seed):
     rng = np.random.default_rng(seed)
     mu = np.array([0.0, 0.0, 1.0])
     x = uniform_sphere(300, 3, rng)
-    caps = np.concatenate([vonmises_fisher(mu, 20).rvs(150, random_state=rng), vonmises_fisher(-mu, 20).rvs(150, random_state=rng)])
+    caps = np.concatenate(
+        [vonmises_fisher(mu, 20).rvs(150, random_state=rng), vonmises_fisher(-mu, 20).rvs(150, random_state=rng)]
+    )
     fam = {
         "iid uniform": (uniform_sphere(300, 3, rng), uniform_sphere(300, 3, rng)),
         "rotated cloud": (x, Rotation.from_rotvec([0, 0, 0.3]).apply(x)),
