@@ -77,12 +77,14 @@ _HARMONIC_BLOCK = 1 << 15
 class SlicedFallbackWarning(UserWarning):
     """The clouds exceeded ``max_exact`` and the sliced estimate was returned instead.
 
+    Filter it like any warning, e.g. ``warnings.simplefilter("error",
+    SlicedFallbackWarning)`` to make fallbacks fatal.
+
     Examples
     --------
-    >>> import warnings
     >>> from meanfield.transport import SlicedFallbackWarning
-    >>> warnings.simplefilter("error", SlicedFallbackWarning)  # make fallbacks fatal
-    >>> warnings.resetwarnings()
+    >>> issubclass(SlicedFallbackWarning, UserWarning)
+    True
     """
 
 
@@ -919,8 +921,9 @@ def harmonic_labels(d: int, lmax: int) -> np.ndarray:
 
     S^2 (d = 3): ``l = 0..lmax``, ``m = -l..l`` ascending, so index
     ``l² + l + m`` and ``(lmax + 1)²`` functions.  S^1 (d = 2): ``(0, 0)``, then
-    ``(k, -k), (k, k)`` for ``k = 1..lmax`` (``-k`` ↔ sin kφ, ``+k`` ↔ cos kφ),
-    ``2 lmax + 1`` functions.
+    ``(k, k), (k, -k)`` for ``k = 1..lmax`` (``+k`` ↔ cos kφ at index 2k - 1,
+    ``-k`` ↔ sin kφ at index 2k), ``2 lmax + 1`` functions.  This is the
+    ordering of the package's spectral coefficients (``meanfield.harmonics``).
 
     Parameters
     ----------
@@ -943,7 +946,7 @@ def harmonic_labels(d: int, lmax: int) -> np.ndarray:
     lmax = as_int(lmax, "lmax", min_value=0)
     if d == 2:
         k = np.arange(1, lmax + 1)
-        pairs = np.stack([np.repeat(k, 2), np.ravel(np.stack([-k, k], axis=1))], axis=1)
+        pairs = np.stack([np.repeat(k, 2), np.ravel(np.stack([k, -k], axis=1))], axis=1)
         return np.concatenate([np.zeros((1, 2), dtype=int), pairs.astype(int)])
     l = np.repeat(np.arange(lmax + 1), 2 * np.arange(lmax + 1) + 1)
     m = np.arange(l.size) - l**2 - l
@@ -962,24 +965,27 @@ def _harmonics(x: np.ndarray, lmax: int) -> np.ndarray:
     theta = np.arctan2(np.hypot(x[:, 0], x[:, 1]), x[:, 2])[:, None]
     phi = np.arctan2(x[:, 1], x[:, 0])[:, None]
     y = sph_harm_y(l, np.abs(m), theta, phi)  # complex, orthonormal, Condon–Shortley phase
-    sign = np.where(m % 2 == 0, 1.0, -1.0) * np.sqrt(2.0)
-    return np.where(m > 0, sign * y.real, np.where(m < 0, sign * y.imag, y.real))
+    root2 = np.sqrt(2.0)
+    return np.where(m > 0, root2 * y.real, np.where(m < 0, root2 * y.imag, y.real))
 
 
 def real_harmonics(x, lmax: int = 2) -> np.ndarray:
     """Real orthonormal spherical harmonics (S^2) or Fourier modes (S^1) at points.
 
     S^2: with ``Y_l^m`` the complex orthonormal harmonics of
-    ``scipy.special.sph_harm_y`` (Condon–Shortley phase),
+    ``scipy.special.sph_harm_y`` (Condon–Shortley phase included), for m > 0
 
     .. math::
-        Y_{lm} = \\sqrt2 (-1)^m \\operatorname{Im} Y_l^{|m|}\\ (m < 0),\\quad
         Y_{l0} = Y_l^0,\\quad
-        Y_{lm} = \\sqrt2 (-1)^m \\operatorname{Re} Y_l^{m}\\ (m > 0),
+        Y_{l,m} = \\sqrt2\\, \\operatorname{Re} Y_l^{m},\\quad
+        Y_{l,-m} = \\sqrt2\\, \\operatorname{Im} Y_l^{m},
 
-    so that ``Y_{1,-1}, Y_{10}, Y_{11} = sqrt(3/4π) (y, z, x)``.  S^1:
-    ``1/sqrt(2π), sin(kφ)/sqrt(π), cos(kφ)/sqrt(π)``.  Orthonormal in
-    L²(surface measure).  Ordering as in :func:`harmonic_labels`.  SPEC §2, §9(c).
+    so that ``Y_{1,-1}, Y_{10}, Y_{11} = sqrt(3/4π) (-y, z, -x)``.  S^1:
+    ``1/sqrt(2π)``, then ``cos(kφ)/sqrt(π), sin(kφ)/sqrt(π)`` for k = 1..lmax.
+    Orthonormal in L²(surface measure).  Ordering as in
+    :func:`harmonic_labels`.  This is the real basis of the package's spectral
+    coefficients (``meanfield.harmonics.real_basis``, SPEC §10 ducc0 packing),
+    so moments compare directly with SPDE coefficients ρ_lm.  SPEC §2, §9(c).
 
     Parameters
     ----------
@@ -999,7 +1005,7 @@ def real_harmonics(x, lmax: int = 2) -> np.ndarray:
     >>> from meanfield.transport import real_harmonics
     >>> y = real_harmonics(np.array([[1.0, 0.0, 0.0]]), 1)
     >>> np.round(y / np.sqrt(3 / (4 * np.pi)), 12)[0, 1:] + 0.0
-    array([0., 0., 1.])
+    array([ 0.,  0., -1.])
     """
     x = as_points(x, "x")
     if x.shape[1] > 3:

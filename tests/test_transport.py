@@ -347,9 +347,25 @@ def test_degree_one_harmonics_are_the_coordinates():
     rng = np.random.default_rng(13)
     x = uniform_sphere(50, 3, rng)
     y = real_harmonics(x, 1)
-    np.testing.assert_allclose(y[:, 1:], np.sqrt(3 / (4 * np.pi)) * x[:, [1, 2, 0]], atol=1e-13)
+    # Package convention (no (-1)^m): sqrt(2) Re/Im of the Condon–Shortley Y_1^1 = -c (x + i y).
+    np.testing.assert_allclose(y[:, 1:], np.sqrt(3 / (4 * np.pi)) * x[:, [1, 2, 0]] * [-1, 1, -1], atol=1e-13)
     assert harmonic_labels(3, 2)[[0, 1, 2, 3, 8]].tolist() == [[0, 0], [1, -1], [1, 0], [1, 1], [2, 2]]
-    assert harmonic_labels(2, 2).tolist() == [[0, 0], [1, -1], [1, 1], [2, -2], [2, 2]]
+    assert harmonic_labels(2, 2).tolist() == [[0, 0], [1, 1], [1, -1], [2, 2], [2, -2]]
+    phi = np.array([0.3, 1.9])
+    circle = real_harmonics(np.stack([np.cos(phi), np.sin(phi)], axis=1), 2)
+    expected = np.stack([np.full(2, 0.5), np.cos(phi), np.sin(phi), np.cos(2 * phi), np.sin(2 * phi)], axis=1)
+    np.testing.assert_allclose(circle * np.sqrt(np.pi), expected * [np.sqrt(2), 1, 1, 1, 1], atol=1e-14)
+
+
+def test_degree_two_real_harmonics_match_closed_forms():
+    rng = np.random.default_rng(16)
+    x, y, z = uniform_sphere(40, 3, rng).T
+    c = np.sqrt(15 / (4 * np.pi))
+    # Condon–Shortley: Y_2^1 = -sqrt(15/8π) z (x + i y), Y_2^2 = sqrt(15/32π) (x + i y)^2.
+    expected = np.stack(
+        [c * x * y, -c * y * z, np.sqrt(5 / (16 * np.pi)) * (3 * z**2 - 1), -c * x * z, c / 2 * (x**2 - y**2)], axis=1
+    )
+    np.testing.assert_allclose(real_harmonics(np.stack([x, y, z], axis=1), 2)[:, 4:], expected, atol=1e-13)
 
 
 def test_moments_of_a_quadrature_cloud_equal_the_density_moments():
