@@ -353,7 +353,8 @@ def wasserstein(
     :class:`SlicedFallbackWarning` (``fallback="sliced"``; a different metric,
     always geodesic, flagged in the info) or raises (``fallback="raise"``).
     CPU time for uniform random clouds with n = m (cost matrix + simplex, one
-    core in use): 0.2 s at 1000, 0.6 s at 2000, 5 s at 5000.
+    core in use, shared 2-core machine): 0.2 s at 1000, 0.6-1.1 s at 2000,
+    5-8 s at 5000.
 
     Parameters
     ----------
@@ -608,9 +609,10 @@ def sliced_wasserstein_sphere(
     to 1e-15 turns²).  The same estimator as POT's
     ``ot.sliced_wasserstein_sphere`` — POT's value is this one divided by 2π
     (it works in turns; checked slice by slice with shared ``projections``) —
-    vectorised over projections and about 4x cheaper (1e4 vs 1e4 points, 50
-    projections: 0.95 s CPU versus 4.0 s; 1e5 vs 1e5: 11 s; 1e5 particles vs
-    4608 quadrature nodes, 256 projections: 9 s; 2-core machine).  On S^1
+    vectorised over projections and about 4x cheaper (CPU time on a shared
+    2-core machine: 1e4 vs 1e4 points, 50 projections, 1.0-1.1 s versus
+    4.0-4.8 s; 1e5 vs 1e5: 11-15 s; 1e5 particles vs 4608 quadrature nodes,
+    256 projections: 9-11 s).  On S^1
     (d = 2) every slice is an isometry and the value equals W_p exactly.
     SPEC §9(b), §10.
 
