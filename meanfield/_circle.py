@@ -24,10 +24,11 @@ plan is a monotone plan with a shifted cut,
       C'(θ)/2 = u_0 + 1/2 - Σ_i (u_{i+1} - u_i) Ỹ(F_i - θ)       (u_n = u_0 + 1),
 
   a non-decreasing step function that costs one sorted search per evaluation.
-  Bisection on C' brackets the minimiser; the last step intersects the
-  tangent lines of C at the bracket ends, which is exact when the bracket holds
-  a single kink and otherwise errs by at most
-  (bracket width) × min(|C'(lo)|, |C'(hi)|), the stopping test.
+  Bisection on C' brackets the minimiser.  Exact mode (one problem): the
+  last step intersects the tangent lines of C at the bracket ends, which is
+  exact when the bracket holds a single kink and otherwise errs by at most
+  (bracket width) × min(|C'(lo)|, |C'(hi)|).  Tolerance mode (sliced
+  batches): C at the bracket midpoint, within a stated ``atol`` of min C.
 """
 
 from __future__ import annotations
@@ -53,7 +54,8 @@ def _sort_with_cdf(u: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray
     if np.all(w == w[0]):
         # Equal weights (particles): a plain sort is 2-3x cheaper than argsort + gather.
         us = np.sort(u, axis=1)
-        cdf = np.repeat((np.arange(1, u.shape[1] + 1, dtype=np.float64) / u.shape[1])[None], u.shape[0], axis=0)
+        levels = np.arange(1, u.shape[1] + 1, dtype=np.float64) / u.shape[1]
+        cdf = np.repeat(levels[None], u.shape[0], axis=0)
     else:
         order = np.argsort(u, axis=1, kind="stable")
         us = np.take_along_axis(u, order, axis=1)
@@ -181,7 +183,6 @@ def _w2sq_turns(u, v, a, b, atol: float) -> np.ndarray:
 
 def _w1_turns(u, v, a, b) -> np.ndarray:
     """W_1 in turns for each row by the level median of F - G (exact)."""
-    K, n = u.shape
     z = np.concatenate([u, v], axis=1)
     signed = np.concatenate([a, -b])
     order = np.argsort(z, axis=1, kind="stable")
