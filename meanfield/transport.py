@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import ot
 from scipy.spatial.distance import cdist
-from scipy.special import sph_harm_y
+from meanfield.harmonics import real_basis
 
 from meanfield._circle import circle_wpp_turns
 from meanfield._validate import as_int, as_points, as_rng
@@ -956,19 +956,8 @@ def harmonic_labels(d: int, lmax: int) -> np.ndarray:
 
 
 def _harmonics(x: np.ndarray, lmax: int) -> np.ndarray:
-    """Real orthonormal harmonics at validated points, shape (n, K)."""
-    labels = harmonic_labels(x.shape[1], lmax)
-    l, m = labels[:, 0], labels[:, 1]
-    if x.shape[1] == 2:
-        phi = np.arctan2(x[:, 1], x[:, 0])[:, None]
-        out = np.where(m > 0, np.cos(np.abs(m) * phi), np.sin(np.abs(m) * phi)) / np.sqrt(np.pi)
-        out[:, m == 0] = 1.0 / np.sqrt(2.0 * np.pi)
-        return out
-    theta = np.arctan2(np.hypot(x[:, 0], x[:, 1]), x[:, 2])[:, None]
-    phi = np.arctan2(x[:, 1], x[:, 0])[:, None]
-    y = sph_harm_y(l, np.abs(m), theta, phi)  # complex, orthonormal, Condon–Shortley phase
-    root2 = np.sqrt(2.0)
-    return np.where(m > 0, root2 * y.real, np.where(m < 0, root2 * y.imag, y.real))
+    """Real orthonormal harmonics at validated points, shape (n, K): the package basis."""
+    return real_basis(x.shape[1], lmax, x)
 
 
 def real_harmonics(x, lmax: int = 2) -> np.ndarray:
