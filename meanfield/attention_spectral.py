@@ -83,10 +83,9 @@ __all__ = [
 DUCC_EPS_MIN = 2e-13
 
 #: Token counts from which ``method="auto"`` prefers the spectral evaluator (measured on
-#: 2 cores, see ``benchmarks/results_attention.md``: spectral and direct cost the same at
-#: about N = 100 on S^2 and S^1; above this N the spectral path is faster for every β
-#: it accepts).
-AUTO_MIN_N = {2: 128, 3: 128}
+#: 2 cores, see ``benchmarks/results_attention.md``: the spectral path has a floor of about
+#: 1 ms on S^2 (0.3 ms on S^1) and the direct sum reaches it at N of about 256 (S^2) and 128 (S^1)).
+AUTO_MIN_N = {2: 128, 3: 256}
 
 _DEGREE_CAP = 2048
 
@@ -97,6 +96,9 @@ EPS_PER_TOL = 0.1
 #: clustered (vMF κ = 200–300) and isolated-token clouds, N = 2·10^3–2·10^4, β = 0.5–40,
 #: ε = 2e-13–1e-7, max_i |Δv_i| <= 0.07 ε on S^2 and <= 0.2 ε on S^1 (NUFFT); we use 1.
 TRANSFORM_ERROR_FACTOR = 1.0
+
+#: S^1: token count up to which the FFT-free power sum beats the NUFFT pair (measured).
+S1_DIRECT_MAX_N = 1000
 
 #: Largest β for which ``method="auto"`` uses the spectral path (accuracy verified in the
 #: tests up to here; beyond it g varies over e^{2β} on the sphere and the degree grows like β).
@@ -280,9 +282,10 @@ class SpectralAttention:
         ducc0 threads (default: the CPUs this process may use).
     epsilon : float, optional
         Accuracy of the non-uniform transforms; default from ``tol`` (module docstring).
-    s1_backend : {"nufft", "direct"}
-        S^1 only: ducc0 NUFFT (default, fastest measured for N >= 10^3) or the exact FFT-free
-        O(N L) sum over powers of e^{iθ}.
+    s1_backend : {"auto", "nufft", "direct"}
+        S^1 only: ducc0 type-1/type-2 NUFFT, or the exact FFT-free O(N L) sum over powers of
+        e^{iθ} blocked over tokens. ``"auto"`` takes the direct sum for N <= 1000 and the
+        NUFFT above (the faster one measured on 2 cores, see the benchmark).
 
     Attributes
     ----------
@@ -305,15 +308,15 @@ class SpectralAttention:
     """
 
     def __init__(self, d: int, beta: float, tol: float = 1e-10, lmax: int | None = None,
-                 nthreads: int | None = None, *, epsilon: float | None = None, s1_backend: str = "nufft"):
+                 nthreads: int | None = None, *, epsilon: float | None = None, s1_backend: str = "auto"):
         self.d = as_int(d, "d", min_value=2)
         if self.d not in (2, 3):
             raise ValueError(f"the spectral attention evaluator needs d = 2 or 3 (S^1 or S^2), got d = {self.d}; use method='direct'")
         self.beta = as_float(beta, "beta", min_value=0.0)
         self.tol = as_float(tol, "tol", min_value=0.0, strict_min=True)
         self.nthreads = _default_threads() if nthreads is None else as_int(nthreads, "nthreads", min_value=1)
-        if s1_backend not in ("nufft", "direct"):
-            raise ValueError(f"s1_backend must be 'nufft' or 'direct', got {s1_backend!r}")
+        if s1_backend not in ("auto", "nufft", "direct"):
+            raise ValueError(f"s1_backend must be 'auto', 'nufft' or 'direct', got {s1_backend!r}")
         self.s1_backend = s1_backend
         self._fixed_eps = None if epsilon is None else as_float(epsilon, "epsilon", min_value=DUCC_EPS_MIN, max_value=0.1)
         self._fixed_lmax = None if lmax is None else as_int(lmax, "lmax", min_value=0, max_value=_DEGREE_CAP)
@@ -445,7 +448,10 @@ class SpectralAttention:
     def _velocity_s1(self, x, w, L, lam, eps):
         import ducc0
 
-        if self.s1_backend == "direct":
+        backend = self.s1_backend
+        if backend == "auto":
+            backend = "direct" if x.shape[0] <= S1_DIRECT_MAX_N else "nufft"
+        if backend == "direct":
             z = x[:, 0] + 1j * x[:, 1]
             # lam_k = 2π e^{-β} I_k(β); the sum Σ_y e^{β cos} = Σ_k I_k c_k e^{ikθ} uses I_k = lam_k / 2π
             gz = _s1_direct(w, z, lam / (2 * math.pi), max(1, 2**20 // max(L, 1)))
