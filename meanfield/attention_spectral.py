@@ -84,8 +84,9 @@ DUCC_EPS_MIN = 2e-13
 
 #: Token counts from which ``method="auto"`` prefers the spectral evaluator (measured on
 #: 2 cores, see ``benchmarks/results_attention.md``: the spectral path has a floor of about
-#: 1 ms on S^2 (0.3 ms on S^1) and the direct sum reaches it at N of about 256 (S^2) and 128 (S^1)).
-AUTO_MIN_N = {2: 128, 3: 256}
+#: 1.1 ms on S^2 (0.2 ms on S^1) and the direct sum reaches it at N = 256–384 on S^2
+#: (0.7–1.6 ms) and N = 128 on S^1 (0.2 ms)).
+AUTO_MIN_N = {2: 128, 3: 384}
 
 _DEGREE_CAP = 2048
 
@@ -266,7 +267,8 @@ def _s1_direct(w, z, lam, block):
         zb = z[s : s + block]
         P = np.cumprod(np.broadcast_to(zb[:, None], (zb.size, L)), axis=1) if L else np.empty((zb.size, 0))
         c[0] += w[s : s + block].sum()
-        c[1:] += w[s : s + block] @ np.conj(P)
+        # einsum, not BLAS: OpenBLAS's thread pool costs ~10-20 ms per call on a loaded 2-core machine
+        c[1:] += np.einsum("i,ik->k", w[s : s + block], np.conj(P))
     a = lam[1:] * c[1:]
     coef_val = 2 * a  # g = lam0 c0 + 2 Re Σ_{k>0} a_k z^k ; g' = Re Σ 2 i k a_k z^k
     coef_der = 2j * ks * a
@@ -274,8 +276,8 @@ def _s1_direct(w, z, lam, block):
     for s in range(0, n, block):
         zb = z[s : s + block]
         P = np.cumprod(np.broadcast_to(zb[:, None], (zb.size, L)), axis=1) if L else np.empty((zb.size, 0))
-        g = lam[0] * c[0].real + (P @ coef_val).real
-        gp = (P @ coef_der).real
+        g = lam[0] * c[0].real + np.einsum("ik,k->i", P, coef_val).real
+        gp = np.einsum("ik,k->i", P, coef_der).real
         out[s : s + block] = g + 1j * gp
     return out
 
