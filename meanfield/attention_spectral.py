@@ -468,6 +468,7 @@ class SpectralAttention:
             backend = "direct" if x.shape[0] * (L + 1) <= S1_DIRECT_MAX_WORK else "nufft"
         if backend == "direct":
             z = x[:, 0] + 1j * x[:, 1]
+            z /= np.abs(z)  # exactly e^{iθ}: inputs are unit only to 1e-8, and powers amplify |z| - 1
             # lam_k = 2π e^{-β} I_k(β); the sum Σ_y e^{β cos} = Σ_k I_k c_k e^{ikθ} uses I_k = lam_k / 2π
             gz = _s1_direct(w, z, lam / (2 * math.pi), max(1, 2**20 // max(L, 1)))
         else:

@@ -126,6 +126,15 @@ def test_s1_backends_agree_with_direct_sum(backend, beta):
     assert np.abs(v - ref).max() <= 1e-10 * np.abs(ref).max()
 
 
+def test_s1_power_sum_is_insensitive_to_near_unit_norms():
+    """Inputs are unit only to 1e-8; the power sum must not amplify |x| - 1 through z^k."""
+    rng = np.random.default_rng(21)
+    x = cloud("clustered", 2, 600, rng) * (1 + 4e-9)
+    v1 = SpectralAttention(2, 10.0, tol=1e-10, s1_backend="direct").velocity(x)
+    v2 = SpectralAttention(2, 10.0, tol=1e-10, s1_backend="nufft").velocity(x)
+    assert np.abs(v1 - v2).max() < 1e-10
+
+
 @pytest.mark.parametrize("d", [2, 3])
 def test_large_n_against_direct_rows(d):
     """N = 3·10^4 tokens (NUFFT paths), direct sum for a few hundred query rows."""
