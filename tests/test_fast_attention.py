@@ -163,6 +163,18 @@ def test_isolated_token_and_zero_weights(d):
             assert np.abs(v - ref).max() <= 1e-10
 
 
+@pytest.mark.parametrize("d", [2, 3])
+@pytest.mark.parametrize("kind", ["uniform", "clustered"])
+def test_agrees_at_the_largest_auto_beta(d, kind):
+    beta = asp.AUTO_MAX_BETA
+    rng = np.random.default_rng(60 + d)
+    x = cloud(kind, d, 1500, rng)
+    ref = attention_velocity(x, beta)
+    assert make_velocity("auto", d, beta, N=1500)[1]["method"] == "spectral"
+    v = SpectralAttention(d, beta, tol=1e-10).velocity(x)
+    assert np.abs(v - ref).max() <= 1e-10 * np.abs(ref).max()
+
+
 def test_beta_zero_is_the_mean():
     rng = np.random.default_rng(5)
     x = cloud("uniform", 3, 200, rng)
