@@ -397,8 +397,8 @@ class SpectralAttention:
                     "use method='direct'"
                 )
             L = int(ok[0])
-        predicted = self.truncation_bound(L, gmin) + TRANSFORM_ERROR_FACTOR * eps
-        return L, eps, predicted
+        predicted = float(self.truncation_bound(L, gmin) + TRANSFORM_ERROR_FACTOR * eps)
+        return L, float(eps), predicted
 
     # -- evaluation ------------------------------------------------------------------------
     def coefficients(self, x, weights=None) -> np.ndarray:

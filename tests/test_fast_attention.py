@@ -175,6 +175,14 @@ def test_agrees_at_the_largest_auto_beta(d, kind):
     assert np.abs(v - ref).max() <= 1e-10 * np.abs(ref).max()
 
 
+@pytest.mark.parametrize("d", [2, 3])
+def test_poles_and_single_token(d):
+    x = np.eye(d)[[0, 1]] if d == 2 else np.array([[0.0, 0.0, 1.0], [0.0, 0.0, -1.0], [1.0, 0.0, 0.0], [0.0, 0.6, 0.8]])
+    for beta in (0.5, 2.0):
+        np.testing.assert_allclose(SpectralAttention(d, beta).velocity(x), attention_velocity(x, beta), atol=1e-10)
+        np.testing.assert_allclose(SpectralAttention(d, beta).velocity(x[:1]), 0.0, atol=1e-12)
+
+
 def test_beta_zero_is_the_mean():
     rng = np.random.default_rng(5)
     x = cloud("uniform", 3, 200, rng)
@@ -255,6 +263,7 @@ def test_dispatch_info_and_callables():
     ref = attention_velocity(x, 3.0)
     f, info = make_velocity("spectral", 3, 3.0, tol=1e-9)
     assert info["method"] == "spectral" and info["lmax"] > 0 and info["tol"] == 1e-9
+    assert all(isinstance(info[k], float) for k in ("tol", "epsilon", "predicted_error"))
     assert set(info) >= {"method", "requested", "lmax", "tol", "epsilon", "predicted_error", "reason"}
     assert np.abs(f(x) - ref).max() <= 1e-9
     g, info = make_velocity("direct", 3, 3.0)
