@@ -1,0 +1,634 @@
+"""Fast attention: O(N) spectral summation of the softmax attention velocity (SPEC §4, §7).
+
+For Q = K = V = I the attention velocity of a (weighted) empirical measure
+μ^N = Σ_j w_j δ_{x_j} (Σ_j w_j = 1) is the log-gradient of a zonal convolution,
+
+    v(x) = P_x A(x; μ^N) = β^{-1} ∇_S log g(x),      g(x) = e^{-β} ∫ e^{β<x,y>} μ^N(dy),
+
+and g is diagonal in spherical harmonics, g_lm = (e^{-β} λ_l) μ_lm (Funk–Hecke, see
+:func:`meanfield.attention.attention_eigenvalues`). The spectral evaluator therefore
+
+1. computes the empirical coefficients μ_lm = Σ_j w_j conj(Y_lm(x_j)) by ONE adjoint
+   non-uniform transform at the tokens (S^2: ``ducc0.sht.experimental.adjoint_synthesis_general``;
+   S^1: a type-1 NUFFT ``ducc0.nufft.nu2u``),
+2. multiplies by e^{-β} λ_l, l <= L,
+3. synthesises g and ∇_S g at the tokens (S^2: ``synthesis_general`` with spin 0 and with
+   ``mode='DERIV1'``; S^1: one type-2 NUFFT ``ducc0.nufft.u2nu`` that returns g + i g'),
+
+which costs O(N log(1/ε) + L² log L) instead of the O(N²) of the direct sum
+(:func:`meanfield.attention.softmax_attention`).
+
+Accuracy (what ``tol`` means)
+-----------------------------
+``tol`` bounds the absolute error max_i |v_spec(x_i) - v(x_i)|; since |A| <= 1 this is an error
+relative to the natural velocity scale 1. Two sources contribute, each given half of ``tol``:
+
+* truncation at degree L. With t_0(L) = Σ_{l>L} e^{-β} λ_l Z_l(1) and
+  t_1(L) = Σ_{l>L} e^{-β} λ_l sqrt(l(l+d-2)) Z_l(1) (bounds of the tail of g and of ∇_S g,
+  by the addition theorem and Cauchy–Schwarz) and the lower bound g(x_i) >= g_min =
+  max(w_i, e^{-2β}) at a token x_i of weight w_i, the identity
+  v - v_L = (∇r - β v r)/(β g_L) (r = g - g_L, |v| <= 1) gives the rigorous bound
+
+      |v(x_i) - v_L(x_i)| <= (t_1(L)/β + t_0(L)) / (g_min - t_0(L)).
+
+  The evaluator picks the smallest L for which this is <= tol/2 with g_min = max(min_i w_i,
+  e^{-2β}). Unlike :func:`meanfield.attention.required_degree` it bounds the gradient tail too,
+  and the token mass w_i replaces the floor e^{-2β} when larger (β > log(N)/2), which keeps
+  the degree lower at large β.
+* the non-uniform transforms, run at accuracy ε = clip(0.1 tol, 2e-13, 1e-2) (2e-13 is ducc0's
+  double-precision floor). ducc0's error is not a pointwise guarantee; measured on uniform,
+  clustered (vMF κ = 200–300) and isolated-token clouds (N = 2·10^3–2·10^4, β = 0.5–40) the
+  transform-induced velocity error stayed below 0.07 ε on S^2 and 0.2 ε on S^1, and the error model used in
+  :attr:`SpectralAttention.predicted_error` is 1 · ε. Requests with tol < 4e-13 therefore
+  cannot be met and are reported as such.
+
+:func:`make_velocity` (``method="auto"``) uses this path for β <= 50 (:data:`AUTO_MAX_BETA`,
+the range covered by the tests) and N above the measured crossover (:data:`AUTO_MIN_N`).
+
+Examples
+--------
+>>> import numpy as np
+>>> rng = np.random.default_rng(0)
+>>> x = rng.normal(size=(2000, 3)); x /= np.linalg.norm(x, axis=1, keepdims=True)
+>>> sa = SpectralAttention(3, beta=2.0, tol=1e-10)
+>>> from meanfield.attention import attention_velocity
+>>> bool(np.abs(sa.velocity(x) - attention_velocity(x, 2.0)).max() < 1e-10)
+True
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Callable
+
+import numpy as np
+
+from ._validate import as_float, as_int, as_matrix, as_points
+from .attention import DEFAULT_BLOCK, attention_eigenvalues, attention_velocity, tangent_project
+from .harmonics import harmonic_dimension, sphere_area
+
+__all__ = [
+    "SpectralAttention",
+    "spectral_attention_velocity",
+    "empirical_coefficients",
+    "make_velocity",
+    "is_identity",
+    "DUCC_EPS_MIN",
+    "AUTO_MIN_N",
+    "AUTO_MAX_BETA",
+]
+
+#: Smallest accuracy ducc0 accepts for double-precision non-uniform transforms.
+DUCC_EPS_MIN = 2e-13
+
+#: Token counts from which ``method="auto"`` prefers the spectral evaluator (measured on
+#: 2 cores, see ``benchmarks/results_attention.md``: the spectral path has a floor of about
+#: 1.1 ms on S^2 (0.2 ms on S^1) and the direct sum reaches it at N = 256–384 on S^2
+#: (0.7–1.6 ms) and N = 128 on S^1 (0.2 ms)).
+AUTO_MIN_N = {2: 128, 3: 384}
+
+_DEGREE_CAP = 2048
+
+#: Transform accuracy per unit of tolerance: ε = clip(EPS_PER_TOL · tol, 2e-13, 1e-2).
+EPS_PER_TOL = 0.1
+
+#: Measured bound of the velocity error caused by the transforms, in units of ε: on uniform,
+#: clustered (vMF κ = 200–300) and isolated-token clouds, N = 2·10^3–2·10^4, β = 0.5–40,
+#: ε = 2e-13–1e-7, max_i |Δv_i| <= 0.07 ε on S^2 and <= 0.2 ε on S^1 (NUFFT); we use 1.
+TRANSFORM_ERROR_FACTOR = 1.0
+
+#: S^1: work N·(L+1) up to which the FFT-free power sum beats the NUFFT pair (measured on
+#: 2 cores: N = 1000 at L = 11 power sum 0.4 ms vs NUFFT 1.3 ms; at L = 28, 0.7 vs 0.6 ms).
+S1_DIRECT_MAX_WORK = 16384
+
+#: Largest β for which ``method="auto"`` uses the spectral path (accuracy verified in the
+#: tests up to here; beyond it g varies over e^{2β} on the sphere and the degree grows like β).
+AUTO_MAX_BETA = 50.0
+
+
+def _default_threads() -> int:
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - non-Linux
+        n = os.cpu_count() or 1
+    return max(1, n)
+
+
+def is_identity(m) -> bool:
+    """True if ``m`` is None or exactly the identity matrix (the only case the spectral path covers)."""
+    if m is None:
+        return True
+    a = np.asarray(m, dtype=np.float64)
+    return a.ndim == 2 and a.shape[0] == a.shape[1] and bool(np.array_equal(a, np.eye(a.shape[0])))
+
+
+def _normalised_weights(weights, n: int) -> np.ndarray | None:
+    if weights is None:
+        return None
+    w = np.asarray(weights, dtype=np.float64)
+    if w.shape != (n,):
+        raise ValueError(f"weights must have shape ({n},), got {w.shape}")
+    if not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
+        raise ValueError("weights must be finite, non-negative and not all zero")
+    return w / w.sum()
+
+
+def _s2_loc(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(loc, r): ducc0 locations [colatitude, longitude in [0, 2π)] and r = sqrt(x² + y²).
+
+    Same formulas as :func:`meanfield.harmonics.cart_to_angles` (longitude 0 at the poles),
+    without its hypot/mod passes (about 3x faster at N = 10^6).
+    """
+    x0, x1, x2 = x[:, 0], x[:, 1], x[:, 2]
+    r = np.sqrt(x0 * x0 + x1 * x1)
+    loc = np.empty((x.shape[0], 2))
+    np.arctan2(r, x2, out=loc[:, 0])
+    lon = loc[:, 1]
+    np.arctan2(x1, x0, out=lon)
+    lon[lon < 0] += 2 * math.pi
+    lon[lon >= 2 * math.pi] = 0.0
+    return loc, r
+
+
+def _s2_tangent(x: np.ndarray, r: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Cartesian vector a e_θ + b e_φ at x, with the frame of :func:`meanfield.harmonics.tangent_frame`.
+
+    e_θ = (z x/r, z y/r, -r), e_φ = (-y/r, x/r, 0); at the poles (r = 0, longitude 0)
+    e_θ = (z, 0, 0)·sign and e_φ = (0, 1, 0), i.e. (cos φ, sin φ) = (1, 0). No trigonometric calls.
+    """
+    x0, x1, x2 = x[:, 0], x[:, 1], x[:, 2]
+    pole = r == 0
+    inv = 1.0 / np.where(pole, 1.0, r)
+    ar = a * inv
+    br = b * inv
+    out = np.empty_like(x)
+    ar_z = ar * x2
+    np.multiply(ar_z, x0, out=out[:, 0])
+    out[:, 0] -= br * x1
+    np.multiply(ar_z, x1, out=out[:, 1])
+    out[:, 1] += br * x0
+    np.multiply(a, r, out=out[:, 2])
+    np.negative(out[:, 2], out=out[:, 2])
+    if pole.any():
+        out[pole, 0] = a[pole] * x2[pole]
+        out[pole, 1] = b[pole]
+        out[pole, 2] = 0.0
+    return out
+
+
+def empirical_coefficients(x, lmax: int, weights=None, *, epsilon: float = 1e-12, nthreads: int | None = None) -> np.ndarray:
+    """Harmonic coefficients of μ = Σ_j w_j δ_{x_j} by one adjoint non-uniform transform (SPEC §7).
+
+    μ_lm = Σ_j w_j conj(Y_lm(x_j)), with w_j = 1/N by default (weights are normalised to sum 1).
+
+    Parameters
+    ----------
+    x : ndarray, shape (N, d), d in {2, 3}
+        Unit vectors.
+    lmax : int
+        Degree of the expansion.
+    weights : ndarray, shape (N,), optional
+        Non-negative weights, not all zero.
+    epsilon : float
+        Accuracy of the transform (ducc0), >= 2e-13.
+    nthreads : int, optional
+        Threads for ducc0 (default: the CPUs this process may use).
+
+    Returns
+    -------
+    ndarray
+        S^2: complex alm in ducc0/healpy packing, shape ((lmax+1)(lmax+2)/2,), such that
+        μ "=" Σ a_l0 Y_l0 + 2 Re Σ_{m>0} a_lm Y_lm; this is exactly the adjoint of ducc0's
+        ``synthesis_general`` (no factor 2 for m > 0, checked against
+        :func:`meanfield.harmonics.real_basis` in the tests). S^1: real Fourier coefficients
+        in the order of :func:`meanfield.harmonics.real_basis`, shape (2 lmax + 1,).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> a = empirical_coefficients(np.array([[0.0, 0.0, 1.0]]), 1)
+    >>> bool(abs(a[1].real - np.sqrt(3 / (4 * np.pi))) < 1e-10)   # Y_10 at the north pole
+    True
+    """
+    x = as_points(x, "x")
+    d = x.shape[1]
+    if d not in (2, 3):
+        raise ValueError(f"empirical_coefficients needs d = 2 or 3, got d = {d}")
+    lmax = as_int(lmax, "lmax", min_value=0)
+    epsilon = as_float(epsilon, "epsilon", min_value=DUCC_EPS_MIN)
+    w = _normalised_weights(weights, x.shape[0])
+    if w is None:
+        w = np.full(x.shape[0], 1.0 / x.shape[0])
+    nthreads = _default_threads() if nthreads is None else as_int(nthreads, "nthreads", min_value=1)
+    if d == 3:
+        loc, _ = _s2_loc(x)
+        return _s2_adjoint(w, loc, lmax, epsilon, nthreads)
+    theta = np.arctan2(x[:, 1], x[:, 0])
+    c = _s1_adjoint(w, theta, lmax, epsilon, nthreads)  # c_k, k = -lmax..lmax
+    out = np.empty(2 * lmax + 1)
+    out[0] = c[lmax].real / math.sqrt(2 * math.pi)
+    pos = c[lmax + 1 :]
+    out[1::2] = pos.real / math.sqrt(math.pi)
+    out[2::2] = -pos.imag / math.sqrt(math.pi)
+    return out
+
+
+def _s2_adjoint(w, loc, lmax, epsilon, nthreads):
+    import ducc0
+
+    return ducc0.sht.experimental.adjoint_synthesis_general(
+        map=w[None, :], spin=0, lmax=lmax, loc=loc, epsilon=epsilon, nthreads=nthreads
+    )[0]
+
+
+def _s1_adjoint(w, theta, lmax, epsilon, nthreads):
+    """c_k = Σ_j w_j e^{-i k θ_j}, k = -lmax..lmax (type-1 NUFFT)."""
+    import ducc0
+
+    out = np.empty(2 * lmax + 1, dtype=np.complex128)
+    ducc0.nufft.nu2u(
+        points=w.astype(np.complex128), coord=theta[:, None], forward=True,
+        epsilon=epsilon, nthreads=nthreads, out=out,
+    )
+    return out
+
+
+def _s1_direct(w, z, lam, block):
+    """Exact S^1 path without FFTs: g + i g' at the tokens from powers of z_j = e^{iθ_j}, O(N·L).
+
+    Returns the complex array g(θ_i) + i g'(θ_i), with g = Σ_k lam_|k| c_k e^{ikθ}.
+    """
+    n = z.shape[0]
+    L = lam.size - 1
+    c = np.zeros(L + 1, dtype=np.complex128)  # c_k = Σ w conj(z)^k, k >= 0
+    ks = np.arange(1, L + 1)
+    for s in range(0, n, block):
+        zb = z[s : s + block]
+        P = np.cumprod(np.broadcast_to(zb[:, None], (zb.size, L)), axis=1) if L else np.empty((zb.size, 0))
+        c[0] += w[s : s + block].sum()
+        # einsum, not BLAS: OpenBLAS's thread pool costs ~10-20 ms per call on a loaded 2-core machine
+        c[1:] += np.einsum("i,ik->k", w[s : s + block], np.conj(P))
+    a = lam[1:] * c[1:]
+    coef_val = 2 * a  # g = lam0 c0 + 2 Re Σ_{k>0} a_k z^k ; g' = Re Σ 2 i k a_k z^k
+    coef_der = 2j * ks * a
+    out = np.empty(n, dtype=np.complex128)
+    for s in range(0, n, block):
+        zb = z[s : s + block]
+        P = np.cumprod(np.broadcast_to(zb[:, None], (zb.size, L)), axis=1) if L else np.empty((zb.size, 0))
+        g = lam[0] * c[0].real + np.einsum("ik,k->i", P, coef_val).real
+        gp = np.einsum("ik,k->i", P, coef_der).real
+        out[s : s + block] = g + 1j * gp
+    return out
+
+
+class SpectralAttention:
+    """Spectral (O(N)) evaluator of the attention velocity for Q = K = V = I on S^1 and S^2 (SPEC §4, §7).
+
+    v(x_i) = β^{-1} ∇_S log (K_β * μ^N)(x_i) = P_{x_i} A(x_i; μ^N), μ^N = Σ_j w_j δ_{x_j}.
+
+    Parameters
+    ----------
+    d : {2, 3}
+        Ambient dimension (tokens on S^{d-1}).
+    beta : float, >= 0
+        Inverse temperature. β = 0 gives the exact v = P_x (Σ_j w_j x_j).
+    tol : float, > 0
+        Target absolute velocity error (|v| <= 1); see the module docstring for the bound.
+    lmax : int, optional
+        Fixed truncation degree; default: chosen per call from β, ``tol`` and the smallest
+        token weight (rigorous bound of the module docstring).
+    nthreads : int, optional
+        ducc0 threads (default: the CPUs this process may use).
+    epsilon : float, optional
+        Accuracy of the non-uniform transforms; default from ``tol`` (module docstring).
+    s1_backend : {"auto", "nufft", "direct"}
+        S^1 only: ducc0 type-1/type-2 NUFFT, or the exact FFT-free O(N L) sum over powers of
+        e^{iθ} blocked over tokens. ``"auto"`` takes the power sum when N·(L+1) <= 16384 and
+        the NUFFT above (the faster one measured on 2 cores, see the benchmark).
+
+    Attributes
+    ----------
+    lmax : int
+        Degree for the worst case g_min = e^{-2β} (the most any call uses), or the fixed degree.
+    tol, beta, d, nthreads, epsilon
+    last_lmax, last_epsilon : int, float
+        Degree and transform accuracy used by the latest call.
+    predicted_error : float
+        Error bound (truncation + transform estimate) for the worst case g_min = e^{-2β}.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    >>> v = SpectralAttention(3, 1.0).velocity(x)
+    >>> from meanfield.attention import attention_velocity
+    >>> bool(np.allclose(v, attention_velocity(x, 1.0), atol=1e-10))
+    True
+    """
+
+    def __init__(self, d: int, beta: float, tol: float = 1e-10, lmax: int | None = None,
+                 nthreads: int | None = None, *, epsilon: float | None = None, s1_backend: str = "auto"):
+        self.d = as_int(d, "d", min_value=2)
+        if self.d not in (2, 3):
+            raise ValueError(f"the spectral attention evaluator needs d = 2 or 3 (S^1 or S^2), got d = {self.d}; use method='direct'")
+        self.beta = as_float(beta, "beta", min_value=0.0)
+        self.tol = as_float(tol, "tol", min_value=0.0, strict_min=True)
+        self.nthreads = _default_threads() if nthreads is None else as_int(nthreads, "nthreads", min_value=1)
+        if s1_backend not in ("auto", "nufft", "direct"):
+            raise ValueError(f"s1_backend must be 'auto', 'nufft' or 'direct', got {s1_backend!r}")
+        self.s1_backend = s1_backend
+        self._fixed_eps = None if epsilon is None else as_float(epsilon, "epsilon", min_value=DUCC_EPS_MIN, max_value=0.1)
+        self._fixed_lmax = None if lmax is None else as_int(lmax, "lmax", min_value=0, max_value=_DEGREE_CAP)
+        self._tails()
+        self.lmax, self.epsilon, self.predicted_error = self._plan(math.exp(-2 * self.beta))
+        self.last_lmax = self.lmax
+        self.last_epsilon = self.epsilon
+
+    # -- degree and accuracy ---------------------------------------------------------------
+    def _tails(self) -> None:
+        """t_0(L), t_1(L) for L = 0..cap (tails Σ_{l>L}), computed once."""
+        beta, d = self.beta, self.d
+        if beta == 0.0:
+            self._t0 = self._t1 = np.zeros(1)
+            return
+        cap = int(min(_DEGREE_CAP, 2 * beta + 80))
+        while True:
+            lam = attention_eigenvalues(d, beta, cap)
+            ls = np.arange(cap + 1)
+            z1 = harmonic_dimension(d, cap) / sphere_area(d)
+            terms0 = lam * z1
+            terms1 = terms0 * np.sqrt(ls * (ls + d - 2.0))
+            if terms0[-1] < 1e-300 or cap >= _DEGREE_CAP:
+                break
+            cap = min(_DEGREE_CAP, 2 * cap)
+        # tail[L] = Σ_{l > L}
+        self._t0 = np.concatenate([np.cumsum(terms0[::-1])[::-1][1:], [0.0]])
+        self._t1 = np.concatenate([np.cumsum(terms1[::-1])[::-1][1:], [0.0]])
+
+    def truncation_bound(self, L: int, gmin: float) -> float:
+        """Rigorous bound (t_1(L)/β + t_0(L)) / (g_min - t_0(L)) on the velocity truncation error."""
+        if self.beta == 0.0:
+            return 0.0
+        L = min(L, self._t0.size - 1)
+        t0, t1 = self._t0[L], self._t1[L]
+        if t0 >= gmin:
+            return math.inf
+        return (t1 / self.beta + t0) / (gmin - t0)
+
+    def _plan(self, gmin: float) -> tuple[int, float, float]:
+        """(degree, ducc epsilon, predicted error) for a lower bound g_min of the scaled g at the tokens."""
+        if self._fixed_eps is not None:
+            eps = self._fixed_eps
+        else:
+            eps = min(1e-2, max(DUCC_EPS_MIN, EPS_PER_TOL * self.tol))
+        if self.beta == 0.0:
+            return 0, eps, 0.0
+        if self._fixed_lmax is not None:
+            L = self._fixed_lmax
+        else:
+            t0, t1 = self._t0, self._t1
+            with np.errstate(divide="ignore", invalid="ignore"):
+                bound = np.where(t0 < gmin, (t1 / self.beta + t0) / (gmin - t0), np.inf)
+            ok = np.nonzero(bound <= 0.5 * self.tol)[0]
+            if ok.size == 0:
+                raise ValueError(
+                    f"beta = {self.beta} needs a degree above {self._t0.size - 1} for tol = {self.tol}; "
+                    "use method='direct'"
+                )
+            L = int(ok[0])
+        predicted = float(self.truncation_bound(L, gmin) + TRANSFORM_ERROR_FACTOR * eps)
+        return L, float(eps), predicted
+
+    # -- evaluation ------------------------------------------------------------------------
+    def coefficients(self, x, weights=None) -> np.ndarray:
+        """Empirical coefficients at degree :attr:`lmax` (see :func:`empirical_coefficients`)."""
+        return empirical_coefficients(x, self.lmax, weights, epsilon=self.epsilon, nthreads=self.nthreads)
+
+    def velocity(self, x, weights=None, *, check: bool = True) -> np.ndarray:
+        """Attention velocity v(x_i) = P_{x_i} A(x_i; μ^N) at the tokens themselves.
+
+        Parameters
+        ----------
+        x : ndarray, shape (N, d)
+            Tokens (unit vectors); μ^N = Σ_j w_j δ_{x_j}.
+        weights : ndarray, shape (N,), optional
+            Non-negative token weights (normalised internally); default uniform.
+        check : bool
+            Validate ``x`` (unit norm, finite, shape); the solver's hot loop may pass False.
+
+        Returns
+        -------
+        ndarray, shape (N, d)
+            Tangent vectors, to absolute accuracy ``tol`` (see :attr:`last_lmax`).
+        """
+        if check:
+            x = as_points(x, "x", self.d)
+        else:
+            x = np.ascontiguousarray(x, dtype=np.float64)
+        n = x.shape[0]
+        w = _normalised_weights(weights, n)
+        if self.beta == 0.0:
+            mean = x.mean(axis=0) if w is None else w @ x
+            return tangent_project(x, np.broadcast_to(mean, x.shape))
+        if w is None:
+            wmin = 1.0 / n
+            w = np.full(n, wmin)
+        else:
+            wmin = float(w.min())
+        L, eps, _ = self._plan(max(wmin, math.exp(-2 * self.beta)))
+        L = min(L, self.lmax) if self._fixed_lmax is None else L
+        self.last_lmax, self.last_epsilon = L, eps
+        lam = attention_eigenvalues(self.d, self.beta, L)
+        if self.d == 3:
+            return self._velocity_s2(x, w, L, lam, eps)
+        return self._velocity_s1(x, w, L, lam, eps)
+
+    __call__ = velocity
+
+    def _velocity_s2(self, x, w, L, lam, eps):
+        import ducc0
+
+        loc, r = _s2_loc(x)
+        alm = _s2_adjoint(w, loc, L, eps, self.nthreads)
+        ell = np.concatenate([np.arange(m, L + 1) for m in range(L + 1)])
+        alm = (lam[ell] * alm)[None, :]
+        g = ducc0.sht.synthesis_general(alm=alm, spin=0, lmax=L, loc=loc, epsilon=eps, nthreads=self.nthreads)[0]
+        grad = ducc0.sht.synthesis_general(
+            alm=alm, spin=1, lmax=L, loc=loc, epsilon=eps, nthreads=self.nthreads, mode="DERIV1"
+        )
+        scale = 1.0 / (self.beta * g)
+        return _s2_tangent(x, r, grad[0] * scale, grad[1] * scale)
+
+    def _velocity_s1(self, x, w, L, lam, eps):
+        import ducc0
+
+        backend = self.s1_backend
+        if backend == "auto":
+            backend = "direct" if x.shape[0] * (L + 1) <= S1_DIRECT_MAX_WORK else "nufft"
+        if backend == "direct":
+            z = x[:, 0] + 1j * x[:, 1]
+            z /= np.abs(z)  # exactly e^{iθ}: inputs are unit only to 1e-8, and powers amplify |z| - 1
+            # lam_k = 2π e^{-β} I_k(β); the sum Σ_y e^{β cos} = Σ_k I_k c_k e^{ikθ} uses I_k = lam_k / 2π
+            gz = _s1_direct(w, z, lam / (2 * math.pi), max(1, 2**20 // max(L, 1)))
+        else:
+            theta = np.arctan2(x[:, 1], x[:, 0])
+            c = _s1_adjoint(w, theta, L, eps, self.nthreads)
+            k = np.arange(-L, L + 1)
+            a = (lam[np.abs(k)] / (2 * math.pi)) * c * (1.0 - k)  # g + i g' = Σ (1 - k) a_k e^{ikθ}
+            gz = np.empty(x.shape[0], dtype=np.complex128)
+            ducc0.nufft.u2nu(
+                grid=a, coord=theta[:, None], forward=False, epsilon=eps,
+                nthreads=self.nthreads, out=gz,
+            )
+        s = gz.imag / (self.beta * gz.real)
+        return np.stack([-x[:, 1] * s, x[:, 0] * s], axis=1)
+
+
+def spectral_attention_velocity(x, beta: float, weights=None, *, tol: float = 1e-10, lmax: int | None = None,
+                                nthreads: int | None = None) -> np.ndarray:
+    """One-shot spectral attention velocity v(x_i) = P_{x_i} A(x_i; μ^N), Q = K = V = I (SPEC §7).
+
+    Builds a :class:`SpectralAttention` for ``d = x.shape[1]`` and evaluates it once.
+
+    Parameters
+    ----------
+    x : ndarray, shape (N, d), d in {2, 3}
+    beta : float, >= 0
+    weights : ndarray, shape (N,), optional
+    tol : float, > 0
+        Absolute velocity accuracy.
+    lmax, nthreads : optional
+        See :class:`SpectralAttention`.
+
+    Returns
+    -------
+    ndarray, shape (N, d)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> th = np.linspace(0, 1, 5); x = np.stack([np.cos(th), np.sin(th)], axis=1)
+    >>> from meanfield.attention import attention_velocity
+    >>> bool(np.allclose(spectral_attention_velocity(x, 3.0), attention_velocity(x, 3.0), atol=1e-10))
+    True
+    """
+    x = as_points(x, "x")
+    return SpectralAttention(x.shape[1], beta, tol=tol, lmax=lmax, nthreads=nthreads).velocity(x, weights, check=False)
+
+
+def make_velocity(method: str, d: int, beta: float, Q=None, K=None, V=None, N: int | None = None,
+                  tol: float = 1e-10, block: int = DEFAULT_BLOCK, nthreads: int | None = None
+                  ) -> tuple[Callable[..., np.ndarray], dict]:
+    """Attention-drift evaluator x -> v(x) = P_x A(x; μ^N_x) for the particle solvers (SPEC §7).
+
+    Parameters
+    ----------
+    method : {"auto", "direct", "spectral", "off"}
+        ``"direct"``: blocked O(N²) sum, any d, Q, K, V (:func:`meanfield.attention.attention_velocity`).
+        ``"spectral"``: :class:`SpectralAttention`; only d in {2, 3} and Q = K = V = I
+        (None or the identity), else ``ValueError`` naming the parameter.
+        ``"off"``: zero velocity (no attention).
+        ``"auto"``: spectral when d in {2, 3}, Q, K, V are None or the identity, β <=
+        :data:`AUTO_MAX_BETA`, the predicted error (:attr:`SpectralAttention.predicted_error`)
+        is <= ``tol`` and N >= :data:`AUTO_MIN_N` (or N is None: the spectral cost is small
+        in absolute terms at small N); otherwise direct. The reason is in ``info``.
+    d : int
+        Ambient dimension.
+    beta : float, >= 0
+    Q, K, V : ndarray (d, d), optional
+        Attention matrices; None means the identity.
+    N : int, optional
+        Number of tokens the evaluator will see (for the crossover rule of ``"auto"``).
+    tol : float, > 0
+        Accuracy of the spectral path (absolute velocity error).
+    block : int
+        Query block of the direct path.
+    nthreads : int, optional
+        ducc0 threads of the spectral path.
+
+    Returns
+    -------
+    velocity : callable
+        ``velocity(x, weights=None) -> ndarray (N, d)``, tangent at every token.
+    info : dict
+        ``method`` ("direct" | "spectral" | "off"), ``requested``, ``lmax`` (worst-case degree of
+        the spectral path, else None), ``tol``, ``epsilon``, ``predicted_error``, ``reason``.
+
+    Examples
+    --------
+    >>> v, info = make_velocity("auto", 3, 1.0, N=10_000)
+    >>> info["method"]
+    'spectral'
+    >>> make_velocity("auto", 4, 1.0, N=10_000)[1]["method"]
+    'direct'
+    """
+    if not isinstance(method, str) or method not in ("auto", "direct", "spectral", "off"):
+        raise ValueError(f"method must be one of 'auto', 'direct', 'spectral', 'off', got {method!r}")
+    d = as_int(d, "d", min_value=2)
+    beta = as_float(beta, "beta", min_value=0.0)
+    tol = as_float(tol, "tol", min_value=0.0, strict_min=True)
+    block = as_int(block, "block", min_value=1)
+    Q, K, V = as_matrix(Q, "Q", d), as_matrix(K, "K", d), as_matrix(V, "V", d)
+    if N is not None:
+        N = as_int(N, "N", min_value=1)
+    info = {"requested": method, "method": None, "lmax": None, "tol": tol, "epsilon": None,
+            "predicted_error": None, "reason": ""}
+
+    def direct(x, weights=None):
+        return attention_velocity(x, beta, weights=weights, Q=Q, K=K, V=V, block=block)
+
+    def off(x, weights=None):
+        x = as_points(x, "x", d)
+        return np.zeros_like(x)
+
+    if method == "off":
+        info.update(method="off", reason="attention switched off (zero velocity)")
+        return off, info
+    if method == "direct":
+        info.update(method="direct", reason="requested")
+        return direct, info
+
+    general = [name for name, m in (("Q", Q), ("K", K), ("V", V)) if not is_identity(m)]
+    if method == "spectral":
+        if general:
+            raise ValueError(
+                f"method='spectral' needs Q = K = V = I; {', '.join(general)} "
+                f"{'is' if len(general) == 1 else 'are'} not the identity (use method='direct')"
+            )
+        if d not in (2, 3):
+            raise ValueError(f"method='spectral' needs d = 2 or 3 (S^1 or S^2), got d = {d} (use method='direct')")
+        sa = SpectralAttention(d, beta, tol=tol, nthreads=nthreads)
+        info.update(method="spectral", lmax=sa.lmax, epsilon=sa.epsilon, predicted_error=sa.predicted_error,
+                    reason="requested")
+        if sa.predicted_error > tol:
+            info["reason"] += f"; warning: predicted worst-case error {sa.predicted_error:.2g} exceeds tol"
+        return sa.velocity, info
+
+    # auto
+    if general:
+        info.update(method="direct", reason=f"general {', '.join(general)}: spectral path needs Q = K = V = I")
+        return direct, info
+    if d not in (2, 3):
+        info.update(method="direct", reason=f"d = {d}: spectral path exists for d = 2, 3 only")
+        return direct, info
+    try:
+        sa = SpectralAttention(d, beta, tol=tol, nthreads=nthreads)
+    except ValueError as exc:
+        info.update(method="direct", reason=f"spectral degree out of range: {exc}")
+        return direct, info
+    if beta > AUTO_MAX_BETA:
+        info.update(method="direct", reason=f"beta = {beta} > {AUTO_MAX_BETA}: outside the verified range of the spectral path")
+        return direct, info
+    if sa.predicted_error > tol:
+        info.update(method="direct", reason=(
+            f"spectral predicted error {sa.predicted_error:.2g} > tol = {tol:g} "
+            f"(transform accuracy floor {DUCC_EPS_MIN:g})"))
+        return direct, info
+    if N is not None and N < AUTO_MIN_N[d]:
+        info.update(method="direct", reason=f"N = {N} below the measured crossover {AUTO_MIN_N[d]}")
+        return direct, info
+    info.update(method="spectral", lmax=sa.lmax, epsilon=sa.epsilon, predicted_error=sa.predicted_error,
+                reason="Q = K = V = I, d in {2, 3}, accurate at this beta and tol"
+                + ("" if N is None else f", N = {N} >= crossover {AUTO_MIN_N[d]}"))
+    return sa.velocity, info

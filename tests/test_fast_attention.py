@@ -1,0 +1,338 @@
+"""Fast (spectral, O(N)) attention against the direct O(N^2) sum (SPEC §4, §7)."""
+
+from __future__ import annotations
+
+import doctest
+import math
+
+import numpy as np
+import pytest
+
+from meanfield import attention_spectral as asp
+from meanfield.attention import attention_velocity, convolution_velocity, softmax_attention
+from meanfield.attention_spectral import (
+    SpectralAttention,
+    empirical_coefficients,
+    make_velocity,
+    spectral_attention_velocity,
+)
+from meanfield.harmonics import cart_to_angles, real_basis, real_to_alm, tangent_frame
+
+
+# ----------------------------------------------------------------------------- clouds
+def _unit(v):
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def _vmf_s2(n, mu, kappa, rng):
+    """von Mises–Fisher sample on S^2 (Wood's exact inversion for d = 3)."""
+    u = rng.random(n)
+    w = 1.0 + np.log(u + (1.0 - u) * np.exp(-2.0 * kappa)) / kappa
+    t = rng.normal(size=(n, 3))
+    t -= (t @ mu)[:, None] * mu
+    t = _unit(t)
+    return w[:, None] * mu + np.sqrt(np.maximum(0.0, 1.0 - w * w))[:, None] * t
+
+
+def cloud(kind, d, n, rng):
+    """'uniform' or 'clustered' (3 tight vMF clusters, concentrations 50, 200, 500)."""
+    if kind == "uniform":
+        return _unit(rng.normal(size=(n, d)))
+    kappas = (50.0, 200.0, 500.0)
+    sizes = [n // 3, n // 3, n - 2 * (n // 3)]
+    if d == 2:
+        th = np.concatenate([rng.vonmises(rng.uniform(-np.pi, np.pi), k, s) for k, s in zip(kappas, sizes)])
+        return np.stack([np.cos(th), np.sin(th)], axis=1)
+    mus = _unit(rng.normal(size=(3, 3)))
+    return np.concatenate([_vmf_s2(s, m, k, rng) for m, k, s in zip(mus, kappas, sizes)])
+
+
+# ----------------------------------------------------------------------------- coefficients
+@pytest.mark.parametrize("weighted", [False, True])
+def test_adjoint_coefficients_match_real_basis_s2(weighted):
+    rng = np.random.default_rng(1)
+    x = cloud("clustered", 3, 400, rng)
+    w = rng.random(400) if weighted else None
+    lmax = 12
+    a = empirical_coefficients(x, lmax, w, epsilon=1e-12)
+    wn = np.full(400, 1 / 400) if w is None else w / w.sum()
+    ref = real_to_alm(real_basis(3, lmax, x).T @ wn, lmax)
+    # the adjoint of ducc0's synthesis is exactly mu_lm = sum_j w_j conj(Y_lm(x_j)): no factor 2 for m > 0
+    assert np.abs(a - ref).max() < 1e-11
+    assert np.abs(a - ref).max() < 1e-3 * np.abs(ref[lmax + 1 :]).max()
+
+
+def test_adjoint_coefficients_match_real_basis_s1():
+    rng = np.random.default_rng(2)
+    x = cloud("clustered", 2, 300, rng)
+    w = rng.random(300)
+    a = empirical_coefficients(x, 9, w, epsilon=1e-12)
+    ref = real_basis(2, 9, x).T @ (w / w.sum())
+    assert np.abs(a - ref).max() < 1e-11
+
+
+def test_s2_geometry_matches_harmonics_helpers():
+    rng = np.random.default_rng(3)
+    x = np.concatenate([_unit(rng.normal(size=(50, 3))), [[0.0, 0.0, 1.0], [0.0, 0.0, -1.0], [-1.0, 0.0, 0.0]]])
+    loc, r = asp._s2_loc(x)
+    loc_ref = cart_to_angles(x)
+    np.testing.assert_allclose(loc, loc_ref, atol=1e-14)
+    et_ref, ep_ref = tangent_frame(loc_ref)
+    a, b = rng.normal(size=x.shape[0]), rng.normal(size=x.shape[0])
+    np.testing.assert_allclose(asp._s2_tangent(x, r, a, b), a[:, None] * et_ref + b[:, None] * ep_ref, atol=1e-14)
+
+
+def test_s2_path_equals_convolution_velocity():
+    """The evaluator's fused synthesis is the same map as attention.convolution_velocity."""
+    rng = np.random.default_rng(4)
+    x = cloud("clustered", 3, 600, rng)
+    sa = SpectralAttention(3, 5.0, tol=1e-12)
+    v = sa.velocity(x)
+    L = sa.last_lmax
+    coeffs = empirical_coefficients(x, L, epsilon=sa.last_epsilon)
+    v_ref, _ = convolution_velocity(coeffs, 5.0, x, d=3, lmax=L, epsilon=sa.last_epsilon)
+    assert np.abs(v - v_ref).max() < 1e-12
+
+
+# ----------------------------------------------------------------------------- agreement
+@pytest.mark.parametrize("d", [2, 3])
+@pytest.mark.parametrize("kind", ["uniform", "clustered"])
+@pytest.mark.parametrize("beta", [0.5, 1.0, 5.0, 10.0])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_agrees_with_direct_sum(d, kind, beta, weighted):
+    rng = np.random.default_rng(10 * d + int(beta * 2) + (kind == "clustered") * 100 + weighted * 1000)
+    n = 1500
+    x = cloud(kind, d, n, rng)
+    w = rng.random(n) ** 2 if weighted else None
+    tol = 1e-10
+    ref = attention_velocity(x, beta, weights=w)
+    sa = SpectralAttention(d, beta, tol=tol)
+    v = sa.velocity(x, w)
+    assert v.shape == (n, d)
+    scale = np.abs(ref).max()
+    assert scale > 1e-3
+    assert np.abs(v - ref).max() <= tol * scale
+    # tangent to the sphere
+    assert np.abs(np.einsum("ij,ij->i", v, x)).max() < 1e-13
+
+
+@pytest.mark.parametrize("backend", ["nufft", "direct"])
+@pytest.mark.parametrize("beta", [1.0, 10.0])
+def test_s1_backends_agree_with_direct_sum(backend, beta):
+    rng = np.random.default_rng(20)
+    x = cloud("clustered", 2, 2500, rng)
+    ref = attention_velocity(x, beta)
+    v = SpectralAttention(2, beta, tol=1e-10, s1_backend=backend).velocity(x)
+    assert np.abs(v - ref).max() <= 1e-10 * np.abs(ref).max()
+
+
+def test_s1_power_sum_is_insensitive_to_near_unit_norms():
+    """Inputs are unit only to 1e-8; the power sum must not amplify |x| - 1 through z^k."""
+    rng = np.random.default_rng(21)
+    x = cloud("clustered", 2, 600, rng) * (1 + 4e-9)
+    v1 = SpectralAttention(2, 10.0, tol=1e-10, s1_backend="direct").velocity(x)
+    v2 = SpectralAttention(2, 10.0, tol=1e-10, s1_backend="nufft").velocity(x)
+    assert np.abs(v1 - v2).max() < 1e-10
+
+
+@pytest.mark.parametrize("d", [2, 3])
+def test_large_n_against_direct_rows(d):
+    """N = 3·10^4 tokens (NUFFT paths), direct sum for a few hundred query rows."""
+    rng = np.random.default_rng(30 + d)
+    x = cloud("clustered", d, 30_000, rng)
+    beta = 10.0
+    v = SpectralAttention(d, beta, tol=1e-10).velocity(x)
+    rows = rng.choice(x.shape[0], 300, replace=False)
+    a = softmax_attention(x[rows], beta, y=x)
+    ref = a - np.einsum("ij,ij->i", a, x[rows])[:, None] * x[rows]
+    assert np.abs(v[rows] - ref).max() <= 1e-10 * np.abs(ref).max()
+
+
+@pytest.mark.parametrize("d", [2, 3])
+def test_isolated_token_and_zero_weights(d):
+    """Worst case for the softmax denominator: a token far from a tight cluster, and weight-0 tokens."""
+    rng = np.random.default_rng(40 + d)
+    x = cloud("clustered", d, 1200, rng)
+    x[0] = -x[1]  # antipodal to a cluster member: g(x_0) is dominated by its own weight
+    w = np.ones(1200)
+    w[2:50] = 0.0
+    for beta in (10.0, 25.0):
+        for weights in (None, w):
+            ref = attention_velocity(x, beta, weights=weights)
+            v = SpectralAttention(d, beta, tol=1e-10).velocity(x, weights)
+            assert np.abs(v - ref).max() <= 1e-10
+
+
+@pytest.mark.parametrize("d", [2, 3])
+@pytest.mark.parametrize("kind", ["uniform", "clustered"])
+def test_agrees_at_the_largest_auto_beta(d, kind):
+    beta = asp.AUTO_MAX_BETA
+    rng = np.random.default_rng(60 + d)
+    x = cloud(kind, d, 1500, rng)
+    ref = attention_velocity(x, beta)
+    assert make_velocity("auto", d, beta, N=1500)[1]["method"] == "spectral"
+    v = SpectralAttention(d, beta, tol=1e-10).velocity(x)
+    assert np.abs(v - ref).max() <= 1e-10 * np.abs(ref).max()
+
+
+@pytest.mark.parametrize("d", [2, 3])
+def test_poles_and_single_token(d):
+    x = np.eye(d)[[0, 1]] if d == 2 else np.array([[0.0, 0.0, 1.0], [0.0, 0.0, -1.0], [1.0, 0.0, 0.0], [0.0, 0.6, 0.8]])
+    for beta in (0.5, 2.0):
+        np.testing.assert_allclose(SpectralAttention(d, beta).velocity(x), attention_velocity(x, beta), atol=1e-10)
+        np.testing.assert_allclose(SpectralAttention(d, beta).velocity(x[:1]), 0.0, atol=1e-12)
+
+
+def test_beta_zero_is_the_mean():
+    rng = np.random.default_rng(5)
+    x = cloud("uniform", 3, 200, rng)
+    w = rng.random(200)
+    ref = attention_velocity(x, 0.0, weights=w)
+    np.testing.assert_allclose(SpectralAttention(3, 0.0).velocity(x, w), ref, atol=1e-14)
+
+
+def test_one_shot_function_matches_class():
+    rng = np.random.default_rng(6)
+    x = cloud("clustered", 3, 500, rng)
+    # equal up to the thread-order round-off of ducc0's multithreaded transforms
+    np.testing.assert_allclose(spectral_attention_velocity(x, 2.0, tol=1e-8),
+                               SpectralAttention(3, 2.0, tol=1e-8).velocity(x), rtol=0, atol=1e-14)
+
+
+# ----------------------------------------------------------------------------- degree selection
+@pytest.mark.parametrize("d", [2, 3])
+@pytest.mark.parametrize("tol", [1e-6, 1e-10])
+@pytest.mark.parametrize("beta", [1.0, 10.0])
+def test_automatic_degree_meets_tolerance(d, tol, beta):
+    rng = np.random.default_rng(50 + d)
+    x = cloud("clustered", d, 1000, rng)
+    ref = attention_velocity(x, beta)
+    sa = SpectralAttention(d, beta, tol=tol)
+    err = np.abs(sa.velocity(x) - ref).max()
+    assert err <= tol
+    L = sa.last_lmax
+    assert 0 < L <= sa.lmax
+    assert sa.truncation_bound(L, max(1.0 / 1000, math.exp(-2 * beta))) <= tol / 2
+    assert sa.epsilon == pytest.approx(max(asp.DUCC_EPS_MIN, 0.1 * tol))
+    # the test can fail: a degree well below the selected one misses the tolerance
+    low = SpectralAttention(d, beta, tol=tol, lmax=max(1, L // 3), epsilon=sa.epsilon)
+    assert np.abs(low.velocity(x) - ref).max() > tol
+
+
+def test_truncation_bound_is_an_upper_bound_and_decreases():
+    sa = SpectralAttention(3, 10.0, tol=1e-10)
+    b = [sa.truncation_bound(L, 1e-3) for L in range(5, 60)]
+    assert all(b1 <= b0 for b0, b1 in zip(b, b[1:]))
+    # exact truncation error (ducc at its floor accuracy) stays below the bound
+    rng = np.random.default_rng(7)
+    x = cloud("clustered", 3, 1000, rng)
+    ref = attention_velocity(x, 10.0)
+    for L in (15, 20, 25):
+        v = SpectralAttention(3, 10.0, lmax=L, epsilon=asp.DUCC_EPS_MIN).velocity(x)
+        assert np.abs(v - ref).max() <= sa.truncation_bound(L, 1e-3)
+
+
+def test_degree_grows_with_beta_and_accuracy():
+    assert SpectralAttention(3, 1.0, 1e-6).lmax < SpectralAttention(3, 1.0, 1e-10).lmax
+    assert SpectralAttention(3, 1.0, 1e-10).lmax < SpectralAttention(3, 10.0, 1e-10).lmax
+    assert SpectralAttention(3, 10.0, 1e-10).predicted_error <= 1e-10
+
+
+# ----------------------------------------------------------------------------- dispatch
+def test_auto_picks_spectral_only_when_allowed():
+    rng = np.random.default_rng(8)
+    G = rng.normal(size=(3, 3))
+    assert make_velocity("auto", 3, 1.0, N=10_000)[1]["method"] == "spectral"
+    assert make_velocity("auto", 2, 1.0, N=10_000)[1]["method"] == "spectral"
+    assert make_velocity("auto", 3, 1.0, N=None)[1]["method"] == "spectral"
+    assert make_velocity("auto", 3, 1.0, Q=np.eye(3), K=np.eye(3), V=np.eye(3), N=10_000)[1]["method"] == "spectral"
+    for kw in ({"Q": G}, {"K": G}, {"V": G}, {"Q": 2 * np.eye(3)}):
+        _, info = make_velocity("auto", 3, 1.0, N=10_000, **kw)
+        assert info["method"] == "direct"
+        assert next(iter(kw)) in info["reason"]
+    for d in (4, 5, 8):
+        assert make_velocity("auto", d, 1.0, N=10_000)[1]["method"] == "direct"
+    assert make_velocity("auto", 3, 1.0, N=10)[1]["method"] == "direct"
+    assert make_velocity("auto", 3, 200.0, N=10_000)[1]["method"] == "direct"
+    assert make_velocity("auto", 3, 1.0, N=10_000, tol=1e-14)[1]["method"] == "direct"
+
+
+def test_dispatch_info_and_callables():
+    rng = np.random.default_rng(9)
+    x = cloud("clustered", 3, 800, rng)
+    ref = attention_velocity(x, 3.0)
+    f, info = make_velocity("spectral", 3, 3.0, tol=1e-9)
+    assert info["method"] == "spectral" and info["lmax"] > 0 and info["tol"] == 1e-9
+    assert all(isinstance(info[k], float) for k in ("tol", "epsilon", "predicted_error"))
+    assert set(info) >= {"method", "requested", "lmax", "tol", "epsilon", "predicted_error", "reason"}
+    assert np.abs(f(x) - ref).max() <= 1e-9
+    g, info = make_velocity("direct", 3, 3.0)
+    assert info["method"] == "direct" and info["lmax"] is None
+    np.testing.assert_array_equal(g(x), ref)
+    h, info = make_velocity("off", 3, 3.0)
+    assert info["method"] == "off"
+    np.testing.assert_array_equal(h(x), np.zeros_like(x))
+    G = rng.normal(size=(3, 3))
+    k, info = make_velocity("auto", 3, 3.0, Q=G, K=G.T, N=800)
+    np.testing.assert_allclose(k(x), attention_velocity(x, 3.0, Q=G, K=G.T), atol=0)
+
+
+def test_spectral_refuses_general_matrices_and_dimensions():
+    G = np.arange(9.0).reshape(3, 3)
+    for name in ("Q", "K", "V"):
+        with pytest.raises(ValueError, match=rf"\b{name}\b"):
+            make_velocity("spectral", 3, 1.0, **{name: G})
+    with pytest.raises(ValueError, match="d = 4"):
+        make_velocity("spectral", 4, 1.0)
+    with pytest.raises(ValueError, match="d = 2 or 3"):
+        SpectralAttention(5, 1.0)
+
+
+# ----------------------------------------------------------------------------- bad input
+def test_bad_input():
+    rng = np.random.default_rng(11)
+    x = cloud("uniform", 3, 50, rng)
+    sa = SpectralAttention(3, 1.0)
+    with pytest.raises(ValueError, match="unit"):
+        sa.velocity(2 * x)
+    bad = x.copy()
+    bad[3, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        sa.velocity(bad)
+    with pytest.raises(ValueError, match="shape"):
+        sa.velocity(x[:, :2] / np.linalg.norm(x[:, :2], axis=1, keepdims=True))
+    with pytest.raises(ValueError, match="shape"):
+        sa.velocity(x[0])
+    with pytest.raises(ValueError, match="weights"):
+        sa.velocity(x, np.ones(49))
+    with pytest.raises(ValueError, match="weights"):
+        sa.velocity(x, -np.ones(50))
+    with pytest.raises(ValueError, match="beta"):
+        SpectralAttention(3, -1.0)
+    with pytest.raises(ValueError, match="tol"):
+        SpectralAttention(3, 1.0, tol=0.0)
+    with pytest.raises(ValueError, match="tol"):
+        SpectralAttention(3, 1.0, tol=-1e-8)
+    with pytest.raises(ValueError, match="lmax"):
+        SpectralAttention(3, 1.0, lmax=-1)
+    with pytest.raises(ValueError, match="epsilon"):
+        SpectralAttention(3, 1.0, epsilon=1e-15)
+    with pytest.raises(ValueError, match="s1_backend"):
+        SpectralAttention(2, 1.0, s1_backend="fft")
+    with pytest.raises(ValueError, match="method"):
+        make_velocity("fast", 3, 1.0)
+    with pytest.raises(ValueError, match="beta"):
+        make_velocity("auto", 3, -2.0)
+    with pytest.raises(ValueError, match="tol"):
+        make_velocity("auto", 3, 1.0, tol=0)
+    with pytest.raises(ValueError, match="Q"):
+        make_velocity("auto", 3, 1.0, Q=np.eye(2))
+    with pytest.raises(ValueError, match="unit"):
+        spectral_attention_velocity(1.5 * x, 1.0)
+    with pytest.raises(ValueError, match="d = 2 or 3"):
+        empirical_coefficients(_unit(rng.normal(size=(5, 4))), 3)
+
+
+def test_module_doctests():
+    res = doctest.testmod(asp, optionflags=doctest.ELLIPSIS)
+    assert res.attempted > 0 and res.failed == 0
