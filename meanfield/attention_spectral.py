@@ -42,7 +42,7 @@ relative to the natural velocity scale 1. Two sources contribute, each given hal
   :attr:`SpectralAttention.predicted_error` is 1 · ε. Requests with tol < 4e-13 therefore
   cannot be met and are reported as such.
 
-:func:`make_velocity` (``method="auto"``) uses this path for β <= 50 (:data:`AUTO_MAX_BETA`,
+:func:`select_velocity` (``method="auto"``) uses this path for β <= 50 (:data:`AUTO_MAX_BETA`,
 the range covered by the tests) and N above the measured crossover (:data:`AUTO_MIN_N`).
 
 Examples
@@ -72,7 +72,7 @@ __all__ = [
     "SpectralAttention",
     "spectral_attention_velocity",
     "empirical_coefficients",
-    "make_velocity",
+    "select_velocity",
     "is_identity",
     "DUCC_EPS_MIN",
     "AUTO_MIN_N",
@@ -517,7 +517,7 @@ def spectral_attention_velocity(x, beta: float, weights=None, *, tol: float = 1e
     return SpectralAttention(x.shape[1], beta, tol=tol, lmax=lmax, nthreads=nthreads).velocity(x, weights, check=False)
 
 
-def make_velocity(method: str, d: int, beta: float, Q=None, K=None, V=None, N: int | None = None,
+def select_velocity(method: str, d: int, beta: float, Q=None, K=None, V=None, N: int | None = None,
                   tol: float = 1e-10, block: int = DEFAULT_BLOCK, nthreads: int | None = None
                   ) -> tuple[Callable[..., np.ndarray], dict]:
     """Attention-drift evaluator x -> v(x) = P_x A(x; μ^N_x) for the particle solvers (SPEC §7).
@@ -557,10 +557,10 @@ def make_velocity(method: str, d: int, beta: float, Q=None, K=None, V=None, N: i
 
     Examples
     --------
-    >>> v, info = make_velocity("auto", 3, 1.0, N=10_000)
+    >>> v, info = select_velocity("auto", 3, 1.0, N=10_000)
     >>> info["method"]
     'spectral'
-    >>> make_velocity("auto", 4, 1.0, N=10_000)[1]["method"]
+    >>> select_velocity("auto", 4, 1.0, N=10_000)[1]["method"]
     'direct'
     """
     if not isinstance(method, str) or method not in ("auto", "direct", "spectral", "off"):

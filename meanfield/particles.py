@@ -148,6 +148,21 @@ def _off_velocity(d, beta, Q, K, V, block, **options):
     return Velocity(lambda x: np.zeros_like(x), "off", {})
 
 
+def _spectral_builder(requested: str):
+    def build(d, beta, Q, K, V, block, *, N=None, tol=1e-10, nthreads=None):
+        from .attention_spectral import select_velocity
+
+        fn, info = select_velocity(requested, d, beta, Q=Q, K=K, V=V, N=N, tol=tol, block=block, nthreads=nthreads)
+        # the steppers pass validated unit tokens; the evaluator's method is the one chosen
+        return Velocity(lambda x: fn(x), info["method"], info)
+
+    return build
+
+
+register_velocity("spectral")(_spectral_builder("spectral"))
+register_velocity("auto")(_spectral_builder("auto"))
+
+
 def make_velocity(method: str, d: int, beta: float, *, Q=None, K=None, V=None,
                   block: int = DEFAULT_BLOCK, **options) -> Velocity:
     """Build the attention velocity v(x) = P_x A(x; μ^N) by a registered method (SPEC §7).
@@ -158,8 +173,12 @@ def make_velocity(method: str, d: int, beta: float, *, Q=None, K=None, V=None,
     Parameters
     ----------
     method : str
-        ``"direct"`` (blocked softmax sum, any d and Q, K, V, O(N · block) memory) or
-        ``"off"`` (v = 0, pure noise); see :func:`velocity_methods`.
+        ``"direct"`` (blocked softmax sum, any d and Q, K, V, O(N · block) memory),
+        ``"spectral"`` (O(N + L² log L) spectral sum, d in {2, 3} and Q = K = V = I; SPEC §7,
+        :class:`meanfield.attention_spectral.SpectralAttention`), ``"auto"`` (spectral where it
+        applies, is accurate to ``tol`` and is faster for ``N`` tokens, direct otherwise; the
+        choice is the evaluator's ``method``) or ``"off"`` (v = 0, pure noise); see
+        :func:`velocity_methods`.
     d : int, >= 2
     beta : float, >= 0
     Q, K, V : ndarray (d, d), optional
@@ -167,7 +186,9 @@ def make_velocity(method: str, d: int, beta: float, *, Q=None, K=None, V=None,
     block : int
         Query rows per block of the direct sum.
     **options
-        Passed to the builder of ``method``.
+        Passed to the builder of ``method``; ``"auto"`` and ``"spectral"`` take ``N`` (the
+        number of tokens, for the crossover rule), ``tol`` (absolute velocity error,
+        default 1e-10) and ``nthreads``.
 
     Returns
     -------
@@ -279,7 +300,8 @@ def solve_particles(
     t_eval,
     *,
     scheme: str = "euler",
-    attention="direct",
+    attention="auto",
+    attention_tol: float = 1e-10,
     Q=None,
     K=None,
     V=None,
@@ -313,8 +335,13 @@ def solve_particles(
         so otherwise; the last step is never shortened) and <= ``noise.t_max``.
     scheme : {"euler", "heun"}
     attention : str or Velocity
-        ``"direct"`` (blocked softmax sum), ``"off"`` (pure noise), any name registered
-        with :func:`register_velocity`, or a ready :class:`Velocity`.
+        ``"auto"`` (default: the O(N) spectral sum of SPEC §7 where it applies — d in {2, 3},
+        Q = K = V = I, accurate to ``attention_tol`` and faster for this N — else the direct
+        sum; ``meta["attention"]`` says which), ``"direct"`` (blocked softmax sum),
+        ``"spectral"``, ``"off"`` (pure noise), any name registered with
+        :func:`register_velocity`, or a ready :class:`Velocity`.
+    attention_tol : float
+        Absolute accuracy of the spectral attention velocity (|v| <= 1), default 1e-10.
     Q, K, V : ndarray (d, d), optional
         Attention matrices (default identity); ignored when ``attention`` is a Velocity.
     t0 : float
@@ -366,7 +393,8 @@ def solve_particles(
     if isinstance(attention, Velocity):
         velocity = attention
     else:
-        velocity = make_velocity(attention, d, beta, Q=Q, K=K, V=V, block=block)
+        extra = {"N": n, "tol": attention_tol} if attention in ("auto", "spectral") else {}
+        velocity = make_velocity(attention, d, beta, Q=Q, K=K, V=V, block=block, **extra)
     k_save = step_grid(t0, dt, t_eval)
     n_steps = int(k_save[-1])
 

@@ -13,7 +13,7 @@ from meanfield.attention import attention_velocity, convolution_velocity, softma
 from meanfield.attention_spectral import (
     SpectralAttention,
     empirical_coefficients,
-    make_velocity,
+    select_velocity,
     spectral_attention_velocity,
 )
 from meanfield.harmonics import cart_to_angles, real_basis, real_to_alm, tangent_frame
@@ -170,7 +170,7 @@ def test_agrees_at_the_largest_auto_beta(d, kind):
     rng = np.random.default_rng(60 + d)
     x = cloud(kind, d, 1500, rng)
     ref = attention_velocity(x, beta)
-    assert make_velocity("auto", d, beta, N=1500)[1]["method"] == "spectral"
+    assert select_velocity("auto", d, beta, N=1500)[1]["method"] == "spectral"
     v = SpectralAttention(d, beta, tol=1e-10).velocity(x)
     assert np.abs(v - ref).max() <= 1e-10 * np.abs(ref).max()
 
@@ -242,38 +242,38 @@ def test_degree_grows_with_beta_and_accuracy():
 def test_auto_picks_spectral_only_when_allowed():
     rng = np.random.default_rng(8)
     G = rng.normal(size=(3, 3))
-    assert make_velocity("auto", 3, 1.0, N=10_000)[1]["method"] == "spectral"
-    assert make_velocity("auto", 2, 1.0, N=10_000)[1]["method"] == "spectral"
-    assert make_velocity("auto", 3, 1.0, N=None)[1]["method"] == "spectral"
-    assert make_velocity("auto", 3, 1.0, Q=np.eye(3), K=np.eye(3), V=np.eye(3), N=10_000)[1]["method"] == "spectral"
+    assert select_velocity("auto", 3, 1.0, N=10_000)[1]["method"] == "spectral"
+    assert select_velocity("auto", 2, 1.0, N=10_000)[1]["method"] == "spectral"
+    assert select_velocity("auto", 3, 1.0, N=None)[1]["method"] == "spectral"
+    assert select_velocity("auto", 3, 1.0, Q=np.eye(3), K=np.eye(3), V=np.eye(3), N=10_000)[1]["method"] == "spectral"
     for kw in ({"Q": G}, {"K": G}, {"V": G}, {"Q": 2 * np.eye(3)}):
-        _, info = make_velocity("auto", 3, 1.0, N=10_000, **kw)
+        _, info = select_velocity("auto", 3, 1.0, N=10_000, **kw)
         assert info["method"] == "direct"
         assert next(iter(kw)) in info["reason"]
     for d in (4, 5, 8):
-        assert make_velocity("auto", d, 1.0, N=10_000)[1]["method"] == "direct"
-    assert make_velocity("auto", 3, 1.0, N=10)[1]["method"] == "direct"
-    assert make_velocity("auto", 3, 200.0, N=10_000)[1]["method"] == "direct"
-    assert make_velocity("auto", 3, 1.0, N=10_000, tol=1e-14)[1]["method"] == "direct"
+        assert select_velocity("auto", d, 1.0, N=10_000)[1]["method"] == "direct"
+    assert select_velocity("auto", 3, 1.0, N=10)[1]["method"] == "direct"
+    assert select_velocity("auto", 3, 200.0, N=10_000)[1]["method"] == "direct"
+    assert select_velocity("auto", 3, 1.0, N=10_000, tol=1e-14)[1]["method"] == "direct"
 
 
 def test_dispatch_info_and_callables():
     rng = np.random.default_rng(9)
     x = cloud("clustered", 3, 800, rng)
     ref = attention_velocity(x, 3.0)
-    f, info = make_velocity("spectral", 3, 3.0, tol=1e-9)
+    f, info = select_velocity("spectral", 3, 3.0, tol=1e-9)
     assert info["method"] == "spectral" and info["lmax"] > 0 and info["tol"] == 1e-9
     assert all(isinstance(info[k], float) for k in ("tol", "epsilon", "predicted_error"))
     assert set(info) >= {"method", "requested", "lmax", "tol", "epsilon", "predicted_error", "reason"}
     assert np.abs(f(x) - ref).max() <= 1e-9
-    g, info = make_velocity("direct", 3, 3.0)
+    g, info = select_velocity("direct", 3, 3.0)
     assert info["method"] == "direct" and info["lmax"] is None
     np.testing.assert_array_equal(g(x), ref)
-    h, info = make_velocity("off", 3, 3.0)
+    h, info = select_velocity("off", 3, 3.0)
     assert info["method"] == "off"
     np.testing.assert_array_equal(h(x), np.zeros_like(x))
     G = rng.normal(size=(3, 3))
-    k, info = make_velocity("auto", 3, 3.0, Q=G, K=G.T, N=800)
+    k, info = select_velocity("auto", 3, 3.0, Q=G, K=G.T, N=800)
     np.testing.assert_allclose(k(x), attention_velocity(x, 3.0, Q=G, K=G.T), atol=0)
 
 
@@ -281,9 +281,9 @@ def test_spectral_refuses_general_matrices_and_dimensions():
     G = np.arange(9.0).reshape(3, 3)
     for name in ("Q", "K", "V"):
         with pytest.raises(ValueError, match=rf"\b{name}\b"):
-            make_velocity("spectral", 3, 1.0, **{name: G})
+            select_velocity("spectral", 3, 1.0, **{name: G})
     with pytest.raises(ValueError, match="d = 4"):
-        make_velocity("spectral", 4, 1.0)
+        select_velocity("spectral", 4, 1.0)
     with pytest.raises(ValueError, match="d = 2 or 3"):
         SpectralAttention(5, 1.0)
 
@@ -320,13 +320,13 @@ def test_bad_input():
     with pytest.raises(ValueError, match="s1_backend"):
         SpectralAttention(2, 1.0, s1_backend="fft")
     with pytest.raises(ValueError, match="method"):
-        make_velocity("fast", 3, 1.0)
+        select_velocity("fast", 3, 1.0)
     with pytest.raises(ValueError, match="beta"):
-        make_velocity("auto", 3, -2.0)
+        select_velocity("auto", 3, -2.0)
     with pytest.raises(ValueError, match="tol"):
-        make_velocity("auto", 3, 1.0, tol=0)
+        select_velocity("auto", 3, 1.0, tol=0)
     with pytest.raises(ValueError, match="Q"):
-        make_velocity("auto", 3, 1.0, Q=np.eye(2))
+        select_velocity("auto", 3, 1.0, Q=np.eye(2))
     with pytest.raises(ValueError, match="unit"):
         spectral_attention_velocity(1.5 * x, 1.0)
     with pytest.raises(ValueError, match="d = 2 or 3"):
