@@ -12,7 +12,9 @@ task's position in the grid. Every file is written to a temporary file in the
 same directory, flushed to disk and moved into place with ``os.replace``; the
 ``.parquet`` file is written last and marks the task as finished. A process
 killed at any moment therefore leaves only whole records (plus possibly a
-hidden ``.*.tmp`` file, which is ignored).
+hidden ``.*.tmp`` file, which is ignored). Files are not ``fsync``-ed (that
+cost several ms per task): after a power loss or OS crash a record may be
+truncated, which is detected on reading (the task is then computed again).
 
 The manifest holds the study name, the task function (``module:qualname``),
 the fixed study parameters, the grid, the number of replicas, the root seed,
@@ -127,8 +129,6 @@ def _atomic_write(path: Path, write: Callable) -> None:
     try:
         with open(tmp, "wb") as fh:
             write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
