@@ -14,6 +14,7 @@ workers. Other load on the machine distorts the numbers: run it on a quiet one.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import tempfile
 import time
 
@@ -25,7 +26,7 @@ def trivial(params, seed):
     return {"x": 0.0}
 
 
-def busy(params, seed):
+def busy(params, seed=None):
     """Pure-Python arithmetic: ``params['loops']`` iterations (no system calls)."""
     x = 0
     for i in range(params["loops"]):
@@ -55,6 +56,7 @@ def main() -> None:
     workers, n = args.workers, args.tasks
 
     print(f"overhead per trivial task ({n} tasks, {workers} workers)")
+    startup = {}
     for executor in ("serial", "pool", "dask"):
         one = Study("one", trivial)
         many = Study("many", trivial, grid={"i": list(range(n))})
@@ -64,15 +66,27 @@ def main() -> None:
                 store_many = f"{tmp}/many" if use_store else None
                 t1 = _wall(one, executor=executor, workers=workers, store=store_one)
                 tn = _wall(many, executor=executor, workers=workers, store=store_many)
+            startup.setdefault(executor, t1)
             print(f"  {executor:6s} {label:6s}: start-up {t1:6.2f} s, per task {1e3 * (tn - t1) / (n - 1):6.3f} ms")
 
-    print(f"20 tasks of 0.2 s CPU, {workers} workers")
-    study = Study("busy", busy, grid={"i": list(range(20))}, fixed={"loops": _calibrate(0.2)})
+    loops = _calibrate(0.2)
+    print(f"20 tasks of about 0.2 s CPU, {workers} workers")
+    study = Study("busy", busy, grid={"i": list(range(20))}, fixed={"loops": loops})
     serial = _wall(study, executor="serial")
     print(f"  serial: {serial:5.2f} s")
+    with multiprocessing.get_context("spawn").Pool(workers) as pool:
+        pool.map(busy, [{"loops": 1}] * workers)  # start the processes first
+        start = time.perf_counter()
+        pool.map(busy, [{"loops": loops}] * 20, chunksize=1)
+        raw = time.perf_counter() - start
+    print(f"  bare multiprocessing.Pool, without start-up: {raw:5.2f} s, speed-up {serial / raw:4.2f} (what the machine allows now)")
     for executor in ("pool", "dask"):
         wall = _wall(study, executor=executor, workers=workers)
-        print(f"  {executor:6s}: {wall:5.2f} s (start-up included), speed-up {serial / wall:4.2f}")
+        net = wall - startup[executor]
+        print(
+            f"  {executor:6s}: {wall:5.2f} s, speed-up {serial / wall:4.2f}; "
+            f"without its start-up {net:5.2f} s, speed-up {serial / net:4.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Execution back-ends of the study runner: serial, local process pool, Dask.
 
-Each back-end accepts calls with :meth:`submit` and hands back finished ones,
+Each back-end accepts calls with :meth:`submit_many` and hands back finished ones,
 in completion order, with :meth:`next_done`. Outcomes are always data: the
 value returned by the call, or ``("error", summary, traceback_text)`` if the
 call could not be carried out (a worker died, a value could not be pickled).
@@ -62,7 +62,7 @@ class SerialBackend:
     Examples
     --------
     >>> backend = SerialBackend()
-    >>> backend.submit("t", divmod, 7, 2)
+    >>> backend.submit_many(divmod, [("t", (7, 2))])
     >>> backend.next_done()
     ('t', (3, 1))
     """
@@ -72,14 +72,14 @@ class SerialBackend:
     def __init__(self):
         self._queue: deque = deque()
 
-    def submit(self, tag, fn, *args) -> None:
-        """Queue ``fn(*args)``; ``tag`` comes back with its outcome."""
-        self._queue.append((tag, fn, args))
+    def submit_many(self, func, calls, /, **shared) -> None:
+        """Queue ``func(*args, **shared)`` for each ``(tag, args)`` of ``calls``."""
+        self._queue.extend((tag, func, args, shared) for tag, args in calls)
 
     def next_done(self) -> tuple:
         """Run the oldest queued call and return ``(tag, outcome)``."""
-        tag, fn, args = self._queue.popleft()
-        return tag, fn(*args)
+        tag, fn, args, shared = self._queue.popleft()
+        return tag, fn(*args, **shared)
 
     def close(self, cancel: bool = False) -> None:
         """Drop queued calls."""
@@ -103,7 +103,7 @@ class PoolBackend:
     Examples
     --------
     >>> backend = PoolBackend(2)  # doctest: +SKIP
-    >>> backend.submit("t", divmod, 7, 2); backend.next_done()  # doctest: +SKIP
+    >>> backend.submit_many(divmod, [("t", (7, 2))]); backend.next_done()  # doctest: +SKIP
     ('t', (3, 1))
     """
 
@@ -125,15 +125,16 @@ class PoolBackend:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
 
-    def submit(self, tag, fn, *args) -> None:
-        """Send ``fn(*args)`` to the pool; ``tag`` comes back with its outcome."""
-        try:
-            future = self._ensure_pool().submit(fn, *args)
-        except BrokenProcessPool:
-            self._discard_pool(self._generation)
-            future = self._ensure_pool().submit(fn, *args)
-        generation = self._generation
-        future.add_done_callback(lambda f: self._done.put((tag, f, generation)))
+    def submit_many(self, func, calls, /, **shared) -> None:
+        """Send ``func(*args, **shared)`` to the pool for each ``(tag, args)`` of ``calls``."""
+        for tag, args in calls:
+            try:
+                future = self._ensure_pool().submit(func, *args, **shared)
+            except BrokenProcessPool:
+                self._discard_pool(self._generation)
+                future = self._ensure_pool().submit(func, *args, **shared)
+            generation = self._generation
+            future.add_done_callback(lambda f, tag=tag, generation=generation: self._done.put((tag, f, generation)))
 
     def next_done(self) -> tuple:
         """Wait for any call in flight to finish and return ``(tag, outcome)``."""
@@ -189,11 +190,16 @@ class DaskBackend:
         self._completed = distributed.as_completed(loop=self._client.loop, with_results=True, raise_errors=False)
         self._in_flight: dict = {}
 
-    def submit(self, tag, fn, *args) -> None:
-        """Send ``fn(*args)`` to the cluster; ``tag`` comes back with its outcome."""
-        future = self._client.submit(fn, *args, pure=False)
-        self._in_flight[future.key] = (tag, future)
-        self._completed.add(future)
+    def submit_many(self, func, calls, /, **shared) -> None:
+        """Send ``func(*args, **shared)`` to the cluster for each ``(tag, args)`` of ``calls``, in one batch."""
+        if not calls:
+            return
+        tags = [tag for tag, _ in calls]
+        columns = list(zip(*(args for _, args in calls)))
+        futures = self._client.map(func, *columns, pure=False, **shared)
+        for tag, future in zip(tags, futures):
+            self._in_flight[future.key] = (tag, future)
+        self._completed.update(futures)
 
     def next_done(self) -> tuple:
         """Wait for any call in flight to finish and return ``(tag, outcome)``."""

@@ -91,18 +91,18 @@ def normalise_result(result, reserved=()) -> dict:
     return {"scalars": scalars, "arrays": arrays}
 
 
-def run_task(fn, params: dict, seed: np.random.SeedSequence, reserved: tuple = ()) -> tuple:
+def run_task(params: dict, seed: np.random.SeedSequence, fn, reserved: tuple = ()) -> tuple:
     """Run one task and report its outcome as data, never by raising.
 
     Parameters
     ----------
-    fn : callable
-        The task function ``fn(params, seed) -> dict``.
     params : dict
         Parameters passed to ``fn`` (fixed study parameters, grid parameters
         and ``replica``).
     seed : numpy.random.SeedSequence
         The task's seed.
+    fn : callable
+        The task function ``fn(params, seed) -> dict``.
     reserved : tuple of str
         Result names that would clash with table columns.
 
@@ -117,7 +117,7 @@ def run_task(fn, params: dict, seed: np.random.SeedSequence, reserved: tuple = (
     --------
     >>> def fn(params, seed):
     ...     return {"x": np.random.default_rng(seed).random()}
-    >>> run_task(fn, {}, np.random.SeedSequence(0))[0]
+    >>> run_task({}, np.random.SeedSequence(0), fn)[0]
     'ok'
     """
     try:

@@ -522,16 +522,20 @@ def run_study(
     failures: dict[str, TaskFailure] = {}
 
     bar = tqdm(total=len(tasks), initial=n_resumed, desc=study.name, unit="task", disable=not progress, dynamic_ncols=True)
-    backend = _make_backend(executor, workers, scheduler) if pending else None
+    backend = None
     interrupted = True
     try:
+        if pending:
+            backend = _make_backend(executor, workers, scheduler)
         with logging_redirect_tqdm() if progress else contextlib.nullcontext():
             in_flight = 0
             while pending or in_flight:
-                while pending and in_flight < backend.window:
+                batch = []
+                while pending and in_flight + len(batch) < backend.window:
                     task, attempt = pending.popleft()
-                    backend.submit((task, attempt), run_task, study.fn, study.task_params(task), study.seed(task), reserved)
-                    in_flight += 1
+                    batch.append(((task, attempt), (study.task_params(task), study.seed(task))))
+                backend.submit_many(run_task, batch, fn=study.fn, reserved=reserved)
+                in_flight += len(batch)
                 (task, attempt), outcome = backend.next_done()
                 in_flight -= 1
                 if outcome[0] == "ok":
