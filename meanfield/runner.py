@@ -542,7 +542,6 @@ def run_study(
                     if opened is not None:
                         opened.write(task, outcome[1])
                     records[task.key] = outcome[1]
-                    failures.pop(task.key, None)
                     bar.update()
                     continue
                 _, summary, text = outcome
