@@ -416,13 +416,14 @@ def _check_sendable(study: Study, executor: str) -> None:
         )
 
 
-def _make_backend(executor: str, workers: int | None, scheduler):
+def _make_backend(executor: str, workers: int | None, scheduler, n_tasks: int):
     if executor == "serial":
         return SerialBackend()
+    local_workers = min(workers or os.cpu_count() or 1, n_tasks)
     if executor == "pool":
-        return PoolBackend(workers or os.cpu_count() or 1)
+        return PoolBackend(local_workers)
     if scheduler is None:
-        return DaskBackend(None, workers or os.cpu_count() or 1)
+        return DaskBackend(None, local_workers)
     return DaskBackend(scheduler, None)
 
 
@@ -452,14 +453,22 @@ def run_study(
         ``None`` (default): ``"dask"`` if ``scheduler`` is given, else ``"pool"``.
     workers : int or None
         Worker processes of the pool, or of the local Dask cluster started
-        when no ``scheduler`` is given; default ``os.cpu_count()``. Ignored
-        by ``"serial"`` and by an existing Dask scheduler.
+        when no ``scheduler`` is given; default ``os.cpu_count()``, and never
+        more than the tasks left to run. Ignored by ``"serial"`` and by an
+        existing Dask scheduler. Each worker runs one task at a time; a task
+        that uses threads itself (BLAS, ducc0) should limit them so that
+        workers x threads does not exceed the cores.
     scheduler : str, distributed.Client or None
         Dask scheduler address (``"tcp://host:8786"``) or a running client
-        (left open); implies ``executor="dask"``.
+        (left open); implies ``executor="dask"``. The cluster's workers must
+        be able to import ``meanfield`` and the task function's module.
+        Results come back to this process, which alone writes the store.
     store : str, pathlib.Path or None
         Result store directory (see :mod:`meanfield.store`): created if
         needed, each result written atomically as soon as its task finishes.
+        A store may be reused after adding grid values or replicas (only the
+        new tasks run); any change of the name, task function, fixed
+        parameters, root seed, ``seed_by`` or package version is refused.
         ``None`` keeps results in memory only.
     resume : bool
         Load finished tasks from the store and run only the others (default).
@@ -526,7 +535,7 @@ def run_study(
     interrupted = True
     try:
         if pending:
-            backend = _make_backend(executor, workers, scheduler)
+            backend = _make_backend(executor, workers, scheduler, len(pending))
         with logging_redirect_tqdm() if progress else contextlib.nullcontext():
             in_flight = 0
             while pending or in_flight:
