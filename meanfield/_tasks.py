@@ -23,7 +23,7 @@ import json
 import math
 import numbers
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -348,7 +348,7 @@ class Task:
     """
 
     index: int
-    params: dict = field(repr=True)
+    params: dict
     replica: int
     key: str
     spawn_key: tuple
