@@ -1,0 +1,127 @@
+"""What runs inside a worker: call the task function, check and normalise its result.
+
+Kept free of pandas, pyarrow and dask so that a spawned worker process imports
+only NumPy, this module and the module of the task function.
+"""
+
+from __future__ import annotations
+
+import numbers
+import traceback
+from collections.abc import Mapping
+
+import numpy as np
+
+__all__ = ["run_task", "normalise_result"]
+
+#: Scalar dtypes a record may hold (Parquet columns): bool, signed/unsigned int, float.
+_SCALAR_KINDS = "biuf"
+#: Array dtypes a record may hold (``.npz``): the scalar kinds plus complex.
+_ARRAY_KINDS = "biufc"
+
+
+def _scalar(value, name: str):
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return np.bool_(value)
+    if isinstance(value, numbers.Integral) and not isinstance(value, np.generic):
+        if not -(2**63) <= value < 2**63:
+            raise OverflowError(f"result {name!r} = {value} does not fit in int64")
+        return np.int64(value)
+    if isinstance(value, float):
+        return np.float64(value)
+    arr = np.asarray(value)
+    if arr.dtype.kind == "U":
+        return str(arr)
+    if arr.dtype.kind not in _SCALAR_KINDS:
+        hint = " (return the real and imaginary parts as two results)" if arr.dtype.kind == "c" else ""
+        raise TypeError(f"result {name!r} has unsupported scalar type {arr.dtype}{hint}")
+    return arr[()]
+
+
+def normalise_result(result, reserved=()) -> dict:
+    """Check a task function's return value and split it into scalars and arrays.
+
+    Parameters
+    ----------
+    result : dict
+        ``name -> value``. Scalars (``bool``, ``int``, ``float``, ``str``,
+        NumPy bool/int/float scalars and 0-d arrays) become table columns;
+        arrays of dimension >= 1 (numeric or complex, also given as lists)
+        are kept as arrays.
+    reserved : collection of str
+        Names the result may not use (grid parameter names and ``replica``).
+
+    Returns
+    -------
+    dict
+        ``{"scalars": {name: numpy scalar or str}, "arrays": {name: ndarray}}``,
+        each in the order the task returned them. Python ``int``, ``float``
+        and ``bool`` become ``int64``, ``float64`` and ``bool``; NumPy scalars
+        keep their dtype.
+
+    Raises
+    ------
+    TypeError, ValueError
+        If ``result`` is not a mapping, a name is not a non-empty string, is
+        reserved or starts with ``__``, or a value has an unsupported type.
+
+    Examples
+    --------
+    >>> out = normalise_result({"err": 0.5, "path": [1.0, 2.0]})
+    >>> out["scalars"]["err"].dtype, out["arrays"]["path"].shape
+    (dtype('float64'), (2,))
+    """
+    if not isinstance(result, Mapping):
+        raise TypeError(f"the task function must return a dict of results, got {type(result).__name__}")
+    scalars, arrays = {}, {}
+    for name, value in result.items():
+        if not isinstance(name, str) or not name or name.startswith("__"):
+            raise ValueError(f"result names must be non-empty strings not starting with '__', got {name!r}")
+        if name in reserved:
+            raise ValueError(f"result name {name!r} clashes with a grid parameter or 'replica'; rename it")
+        if isinstance(value, (list, tuple)) or (isinstance(value, np.ndarray) and value.ndim > 0):
+            arr = np.array(value)
+            if arr.ndim == 0 or arr.dtype.kind not in _ARRAY_KINDS:
+                raise TypeError(f"result {name!r} must be a numeric array, got dtype {arr.dtype} and shape {arr.shape}")
+            arrays[name] = arr
+        else:
+            scalars[name] = _scalar(value, name)
+    return {"scalars": scalars, "arrays": arrays}
+
+
+def run_task(params: dict, seed: np.random.SeedSequence, fn, reserved: tuple = ()) -> tuple:
+    """Run one task and report its outcome as data, never by raising.
+
+    Parameters
+    ----------
+    params : dict
+        Parameters passed to ``fn`` (fixed study parameters, grid parameters
+        and ``replica``).
+    seed : numpy.random.SeedSequence
+        The task's seed.
+    fn : callable
+        The task function ``fn(params, seed) -> dict``.
+    reserved : tuple of str
+        Result names that would clash with table columns.
+
+    Returns
+    -------
+    tuple
+        ``("ok", record)`` with ``record`` from :func:`normalise_result`, or
+        ``("error", summary, traceback_text)`` if ``fn`` raised or returned
+        something invalid.
+
+    Examples
+    --------
+    >>> def fn(params, seed):
+    ...     return {"x": np.random.default_rng(seed).random()}
+    >>> run_task({}, np.random.SeedSequence(0), fn)[0]
+    'ok'
+    """
+    try:
+        record = normalise_result(fn(params, seed), reserved)
+    except Exception as exc:  # report any task error with its traceback
+        return ("error", f"{type(exc).__name__}: {exc}", traceback.format_exc())
+    return ("ok", record)
