@@ -1,4 +1,4 @@
-"""Benchmark: direct vs spectral attention drift, SPDE core transforms, POT exact W_2.
+"""Benchmark: direct vs spectral attention drift, SPDE steps, Wasserstein utilities.
 
 Run from the repository root:
 
@@ -19,11 +19,11 @@ Method
   sum runs in the same script; for larger N on 200 random query rows (direct sum of those
   rows against all N tokens).
 * Spectral cost exponent: least-squares slope of log(time) vs log(N), N = 10^4 .. 10^6.
-* "SPDE step" here is the core transform work the SPDE solver performs per step (it is
-  built elsewhere): ducc0 Gauss–Legendre synthesis + analysis (spin 0 and spin 1, grid by the
-  3/2 rule) and one ``adjoint_synthesis_general`` at all grid nodes (push-forward scheme §6(b)).
-* W_2: POT's exact network-simplex solver ``ot.emd2`` on a squared geodesic cost, n vs n
-  points on S^2, numItermax = 10^7, convergence checked through ``result_code``.
+* SPDE: the core transform work per step (ducc0 Gauss–Legendre synthesis + analysis, spin 0
+  and spin 1, grid by the 3/2 rule, and one ``adjoint_synthesis_general`` at all grid nodes),
+  then one step of ``meanfield.spde.solve_spde`` for each scheme.
+* W_2: ``meanfield.transport`` — exact sphere W_2 (POT network simplex, numItermax = 10^7,
+  convergence checked), its sliced estimate, and the exact circle W_2, at increasing n.
 """
 
 from __future__ import annotations
@@ -316,9 +316,9 @@ def spde_section(quick: bool, nthreads: int) -> list[str]:
 
     lmaxes = [32, 64, 128, 256] if not quick else [32, 64]
     lines = [
-        "## SPDE step: core ducc0 transforms at lmax = 32 .. 256 (not the SPDE solver itself)",
+        "## SPDE step, the transforms alone: ducc0 at lmax = 32 .. 256",
         "",
-        "The SPDE solver is built in parallel elsewhere; this times the transform work of one step: "
+        "The transform work inside one SPDE step (the solver itself is timed in the next section): "
         "GL grid with nlat = ceil(3(lmax+1)/2) rings and nlon = 2 nlat (3/2 rule), spin-0 synthesis + "
         "analysis, spin-1 synthesis (gradient, DERIV1-equivalent, E = sqrt(l(l+1)) a_lm) + spin-1 "
         "analysis (divergence), and one adjoint_synthesis_general at all grid nodes (push-forward "
@@ -372,37 +372,77 @@ def spde_section(quick: bool, nthreads: int) -> list[str]:
 
 
 def w2_section(quick: bool) -> list[str]:
-    import warnings
-
-    import ot
+    """meanfield.transport at increasing sizes: exact sphere W_2, exact circle W_2, sliced W_2."""
+    from meanfield.transport import sliced_wasserstein_sphere, wasserstein, wasserstein_circle
 
     ns = [500, 1000, 2000, 4000] if not quick else [200, 500]
     lines = [
-        "## W_2 utilities: POT's exact solver ot.emd2 (network simplex), n vs n points on S^2",
+        "## W_2 utilities (`meanfield.transport`), n vs n points",
         "",
-        "Squared geodesic cost arccos(<x,y>)^2, uniform weights, numItermax = 10^7; one call each "
-        "(cost-matrix construction timed separately).",
+        "S^2: `wasserstein` (exact network simplex through POT, numItermax = 10^7, convergence checked), "
+        "clustered vs uniform clouds, geodesic cost; `sliced_wasserstein_sphere` (256 projections) on the "
+        "same clouds and its ratio to the exact value. S^1: `wasserstein_circle` (exact, O(n log n)). "
+        "One call each, wall time.",
         "",
-        "| n | cost matrix (ms) | ot.emd2 (s) | W_2 | converged (result_code == 1) | cost matrix MB |",
-        "|---|---|---|---|---|---|",
+        "| n | S^2 exact W_2 | time (s) | S^2 sliced SW_2 | time (s) | SW_2 / W_2 | S^1 exact W_2 | time (ms) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     rng = np.random.default_rng(4)
-    for n in ns:
+    for n in ns + ([20000, 100000] if not quick else []):
         a = clustered(3, n, seed=20 + n)
         b = rng.normal(size=(n, 3))
         b /= np.linalg.norm(b, axis=1, keepdims=True)
-        t0 = time.perf_counter()
-        M = np.arccos(np.clip(a @ b.T, -1.0, 1.0)) ** 2
-        tm = time.perf_counter() - t0
-        w = np.full(n, 1.0 / n)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
+        exact = n <= 4000
+        if exact:
             t0 = time.perf_counter()
-            val, log = ot.emd2(w, w, M, numItermax=10**7, log=True)
+            w = wasserstein(a, b, p=2)
             te = time.perf_counter() - t0
-        conv = log.get("result_code") == 1
-        note = "" if conv else f" ({log.get('warning')}; {len(caught)} warnings)"
-        lines.append(f"| {n} | {tm * 1e3:.1f} | {te:.2f} | {math.sqrt(float(val)):.5f} | {conv}{note} | {M.nbytes / 2**20:.0f} |")
+        t0 = time.perf_counter()
+        sw = sliced_wasserstein_sphere(a, b, p=2, n_projections=256, seed=0)
+        ts = time.perf_counter() - t0
+        th1, th2 = rng.uniform(0, 2 * np.pi, n), rng.vonmises(0.0, 2.0, n)
+        t0 = time.perf_counter()
+        wc = wasserstein_circle(th1, th2, p=2)
+        tc = time.perf_counter() - t0
+        if exact:
+            lines.append(f"| {n} | {w:.5f} | {te:.2f} | {sw:.5f} | {ts:.2f} | {sw / w:.3f} | {wc:.5f} | {tc * 1e3:.1f} |")
+        else:
+            lines.append(f"| {n} | – | – | {sw:.5f} | {ts:.2f} | – | {wc:.5f} | {tc * 1e3:.1f} |")
+        print(lines[-1], flush=True)
+    lines.append("")
+    return lines
+
+
+def spde_solver_section(quick: bool) -> list[str]:
+    """Cost of one step of meanfield.spde.solve_spde, both schemes, with attention and noise."""
+    from meanfield.kernels import ActivationKernel
+    from meanfield.noise import NoisePath
+    from meanfield.spde import VonMisesFisher, solve_spde
+
+    lmaxes = [32, 64, 128, 256] if not quick else [32, 64]
+    lines = [
+        "## SPDE solver: one time step of `solve_spde` (S^2, β = 1, ReLU noise l_σ = 8, vMF κ = 4)",
+        "",
+        "Per-step wall time = (best of 3 runs of 18 steps − best of 3 runs of 2 steps) / 16, so grid "
+        "set-up and the initial projection are excluded. Scheme (a): exponential Euler; (b): push-forward.",
+        "",
+        "| lmax | (a) ms / step | (b) ms / step |",
+        "|---|---|---|",
+    ]
+    noise = NoisePath(ActivationKernel("relu"), 3, 8, seed=0, t_max=1.0)
+    rho0 = VonMisesFisher([0.0, 0.0, 1.0], 4.0)
+    dt = 1.0 / 1024
+    for L in lmaxes:
+        row = []
+        for scheme in ("exponential", "pushforward"):
+            def run(n):
+                t0 = time.perf_counter()
+                solve_spde(rho0, noise, 1.0, L, dt, [n * dt], scheme=scheme, tail_tol=1.0, neg_tol=1.0)
+                return time.perf_counter() - t0
+
+            best = (min(run(18) for _ in range(3)) - min(run(2) for _ in range(3))) / 16
+            row.append(best * 1e3)
+        lines.append(f"| {L} | {row[0]:.2f} | {row[1]:.2f} |")
         print(lines[-1], flush=True)
     lines.append("")
     return lines
@@ -461,6 +501,7 @@ def main() -> None:
     out += crossover_section(args.quick, nthreads, args.tol)
     out += s1_backend_section(args.quick, nthreads, args.tol)
     out += spde_section(args.quick, nthreads)
+    out += spde_solver_section(args.quick)
     out += w2_section(args.quick)
     out += [
         "## Notes",
