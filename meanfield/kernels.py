@@ -186,7 +186,7 @@ class ActivationKernel(_KernelBase):
     hermite_q : ndarray
         q_n = c_n² / n!, n = 0..n_hermite-1 (without the σ² factor).
     hermite_error : float
-        σ² (E[φ(sZ)²] - Σ q_n) >= 0: a bound on |κ_series(t) - κ(t)| for all t in [-1, 1].
+        σ² (E[φ(sZ)²] - Σ q_n) >= 0: a bound on ``|κ_series(t) - κ(t)|`` for all t in [-1, 1].
 
     Examples
     --------
@@ -277,7 +277,7 @@ class ActivationKernel(_KernelBase):
         return self.scale**2 * np.polynomial.polynomial.polyval(r, self.hermite_q)
 
     def dkappa_hermite(self, t) -> np.ndarray:
-        """κ'(t) from the differentiated Mehler series (accurate for |r| < 1)."""
+        """κ'(t) from the differentiated Mehler series (accurate for ``|r| < 1``)."""
         r = self._r(self._check_t(t))
         dq = np.arange(1, self.n_hermite) * self.hermite_q[1:]
         return self.scale**2 * self.sigma_w**2 / self.s2 * np.polynomial.polynomial.polyval(r, dq)
