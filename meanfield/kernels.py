@@ -110,7 +110,7 @@ class _KernelBase:
     def harmonic_coefficients(self, d: int, lmax: int, *, n_panels: int | None = None) -> HarmonicCoefficients:
         """Funk–Hecke / Gegenbauer coefficients a_l, l = 0..lmax, on S^{d-1} (SPEC §2).
 
-        a_l = |S^{d-2}| ∫_0^π κ(cos θ) P_l^{(d)}(cos θ) sin^{d-2}θ dθ; on S^2 this is
+        a_l = ``|S^{d-2}| ∫_0^π κ(cos θ) P_l^{(d)}(cos θ) sin^{d-2}θ dθ``; on S^2 this is
         2π ∫ κ P_l dt, on S^1 ∫_0^{2π} κ(cos θ) cos(kθ) dθ. The θ-integral is done by
         composite 32-point Gauss–Legendre panels: κ(cos θ) is smooth on each closed panel
         even where κ(t) is singular at t = ±1 (relu), so the rule converges fast; its
