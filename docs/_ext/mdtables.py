@@ -79,7 +79,7 @@ class MarkdownTable(Directive):
                 row = nodes.row()
                 for text in cells:
                     entry = nodes.entry()
-                    entry += nodes.paragraph(text=text.replace("`", ""))
+                    entry += nodes.paragraph(text=text.replace("`", "").replace("S^1", "S¹").replace("S^2", "S²"))
                     row += entry
                 part += row
             group += part
