@@ -4,6 +4,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.abspath(".."))
+sys.path.insert(0, os.path.abspath("_ext"))
 
 import meanfield  # noqa: E402
 
@@ -20,6 +21,7 @@ extensions = [
     "sphinx.ext.mathjax",
     "sphinx.ext.viewcode",
     "numpydoc",
+    "mdtables",
 ]
 autosummary_generate = True
 numpydoc_show_class_members = False
@@ -27,7 +29,7 @@ numpydoc_class_members_toctree = False
 autodoc_default_options = {"members": True, "undoc-members": False, "show-inheritance": False}
 doctest_global_setup = "import numpy as np"
 templates_path = []
-exclude_patterns = ["_build"]
+exclude_patterns = ["_build", "_ext"]
 html_theme = "sphinx_rtd_theme" if __import__("importlib").util.find_spec("sphinx_rtd_theme") else "alabaster"
 html_static_path = []
 nitpicky = False

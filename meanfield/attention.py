@@ -129,7 +129,7 @@ def attention_eigenvalues(d: int, beta: float, lmax: int) -> np.ndarray:
     """Funk–Hecke eigenvalues of the kernel e^{β<x,y>}, scaled by e^{-β} (SPEC §4).
 
     e^{-β} λ_l = (2π)^{d/2} β^{1-d/2} ive(l + d/2 - 1, β), l = 0..lmax; at β = 0,
-    λ_0 = |S^{d-1}| and λ_l = 0 for l > 0. On S^2 this is 4π i_l(β) e^{-β}; on S^1,
+    λ_0 = ``|S^{d-1}|`` and λ_l = 0 for l > 0. On S^2 this is 4π i_l(β) e^{-β}; on S^1,
     2π I_k(β) e^{-β}.
 
     Examples
@@ -154,15 +154,15 @@ def required_degree(d: int, beta: float, tol: float = 1e-10, *, lmax_cap: int = 
     """Smallest degree L at which the spectral attention velocity is accurate to ``tol`` for every μ.
 
     Write τ for the part of K_β * μ beyond degree L. For a probability measure
-    |Σ_m μ_lm Y_lm(x)| <= Z_l(1), Bernstein's inequality gives |∇_S Σ_m μ_lm Y_lm| <= l Z_l(1),
-    K_β * μ >= e^{-β} and |v| <= 1. To first order in τ the velocity error
-    |∇τ - β v τ| / (β K_β*μ) is therefore at most
+    ``|Σ_m μ_lm Y_lm(x)| <= Z_l(1)``, Bernstein's inequality gives ``|∇_S Σ_m μ_lm Y_lm| <= l Z_l(1)``,
+    ``K_β * μ >= e^{-β}`` and ``|v| <= 1``. To first order in τ the velocity error
+    ``|∇τ - β v τ| / (β K_β*μ)`` is therefore at most
 
         e^{2β} Σ_{l>L} (e^{-β} λ_l) Z_l(1) (l + β) / β,
 
     which also bounds the relative error of K_β * μ itself. The sum decays
     super-exponentially once l > β. The result is an absolute bound on the velocity
-    error (|v| <= 1); it is a worst case (a Dirac opposite the query point). Floating
+    error (``|v| <= 1``); it is a worst case (a Dirac opposite the query point). Floating
     point adds about ε Σ_l e^{-β}λ_l Z_l(1)(l+β)/β / (e^{-β}K_β*μ)(x) at each point, which
     can exceed ``tol`` far from the tokens when β is large (e^{-β}K_β*μ >= e^{-2β}).
 
@@ -205,7 +205,7 @@ def gap_energy(x, beta: float, weights=None, *, _plus: bool = False) -> float:
     """Gap energy E_β(μ) = (1/2β) ∫∫ (e^β - e^{β<x,y>}) dμ dμ >= 0, zero iff μ is a Dirac (SPEC §9).
 
     Evaluated as (e^β/2β) ∫∫ (1 - e^{β(<x,y>-1)}) dμ dμ, blockwise, O(N · block) memory.
-    At β = 0 it is the limit ½ ∫∫ (1 - <x,y>) dμ dμ = ½ (1 - |∫ x dμ|²).
+    At β = 0 it is the limit ½ ∫∫ (1 - <x,y>) dμ dμ = ``½ (1 - |∫ x dμ|²)``.
     """
     x = as_points(x, "x")
     beta = as_float(beta, "beta", min_value=0.0)

@@ -20,16 +20,16 @@ which costs O(N log(1/ε) + L² log L) instead of the O(N²) of the direct sum
 
 Accuracy (what ``tol`` means)
 -----------------------------
-``tol`` bounds the absolute error max_i |v_spec(x_i) - v(x_i)|; since |A| <= 1 this is an error
+``tol`` bounds the absolute error ``max_i |v_spec(x_i) - v(x_i)|``; since ``|A| <= 1`` this is an error
 relative to the natural velocity scale 1. Two sources contribute, each given half of ``tol``:
 
 * truncation at degree L. With t_0(L) = Σ_{l>L} e^{-β} λ_l Z_l(1) and
   t_1(L) = Σ_{l>L} e^{-β} λ_l sqrt(l(l+d-2)) Z_l(1) (bounds of the tail of g and of ∇_S g,
   by the addition theorem and Cauchy–Schwarz) and the lower bound g(x_i) >= g_min =
   max(w_i, e^{-2β}) at a token x_i of weight w_i, the identity
-  v - v_L = (∇r - β v r)/(β g_L) (r = g - g_L, |v| <= 1) gives the rigorous bound
+  v - v_L = (∇r - β v r)/(β g_L) (r = g - g_L, ``|v| <= 1``) gives the rigorous bound
 
-      |v(x_i) - v_L(x_i)| <= (t_1(L)/β + t_0(L)) / (g_min - t_0(L)).
+      ``|v(x_i) - v_L(x_i)| <= (t_1(L)/β + t_0(L)) / (g_min - t_0(L))``.
 
   The evaluator picks the smallest L for which this is <= tol/2 with g_min = max(min_i w_i,
   e^{-2β}). Unlike :func:`meanfield.attention.required_degree` it bounds the gradient tail too,
@@ -294,7 +294,7 @@ class SpectralAttention:
     beta : float, >= 0
         Inverse temperature. β = 0 gives the exact v = P_x (Σ_j w_j x_j).
     tol : float, > 0
-        Target absolute velocity error (|v| <= 1); see the module docstring for the bound.
+        Target absolute velocity error (``|v| <= 1``); see the module docstring for the bound.
     lmax : int, optional
         Fixed truncation degree; default: chosen per call from β, ``tol`` and the smallest
         token weight (rigorous bound of the module docstring).

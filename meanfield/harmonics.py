@@ -13,7 +13,7 @@ Conventions (SPEC §2, §10)
   2 Re Σ_{m>0} a_lm Y_lm with a_lm = (b_{l,m} - i b_{l,-m})/sqrt(2): see
   :func:`real_to_alm` and :func:`alm_to_real`.
 * General d: the zonal harmonic of degree l is
-  Z_l(t) = dim H_l / |S^{d-1}| · P_l^{(d)}(t), with P_l^{(d)} the Gegenbauer
+  Z_l(t) = dim H_l / ``|S^{d-1}|`` · P_l^{(d)}(t), with P_l^{(d)} the Gegenbauer
   polynomial of index (d-2)/2 normalised to P_l^{(d)}(1) = 1, so that
   Σ_m Y_lm(x) Y_lm(y) = Z_l(<x, y>) for every orthonormal basis of H_l.
 """
@@ -45,7 +45,7 @@ __all__ = [
 
 
 def sphere_area(d: int) -> float:
-    """Surface area |S^{d-1}| = 2 π^{d/2} / Γ(d/2) of the unit sphere in R^d."""
+    """Surface area ``|S^{d-1}|`` = 2 π^{d/2} / Γ(d/2) of the unit sphere in R^d."""
     return 2.0 * math.pi ** (d / 2) / math.gamma(d / 2)
 
 
@@ -96,7 +96,7 @@ def legendre_d(d: int, lmax: int, t) -> np.ndarray:
 
 
 def zonal(d: int, lmax: int, t) -> np.ndarray:
-    """Zonal harmonics Z_l(t) = dim H_l / |S^{d-1}| · P_l^{(d)}(t), shape ``(lmax+1,) + shape(t)``."""
+    """Zonal harmonics Z_l(t) = dim H_l / ``|S^{d-1}|`` · P_l^{(d)}(t), shape ``(lmax+1,) + shape(t)``."""
     t = np.asarray(t, dtype=np.float64)
     scale = harmonic_dimension(d, lmax) / sphere_area(d)
     return scale.reshape((-1,) + (1,) * t.ndim) * legendre_d(d, lmax, t)

@@ -110,7 +110,7 @@ class _KernelBase:
     def harmonic_coefficients(self, d: int, lmax: int, *, n_panels: int | None = None) -> HarmonicCoefficients:
         """Funk–Hecke / Gegenbauer coefficients a_l, l = 0..lmax, on S^{d-1} (SPEC §2).
 
-        a_l = |S^{d-2}| ∫_0^π κ(cos θ) P_l^{(d)}(cos θ) sin^{d-2}θ dθ; on S^2 this is
+        a_l = ``|S^{d-2}| ∫_0^π κ(cos θ) P_l^{(d)}(cos θ) sin^{d-2}θ dθ``; on S^2 this is
         2π ∫ κ P_l dt, on S^1 ∫_0^{2π} κ(cos θ) cos(kθ) dθ. The θ-integral is done by
         composite 32-point Gauss–Legendre panels: κ(cos θ) is smooth on each closed panel
         even where κ(t) is singular at t = ±1 (relu), so the rule converges fast; its
@@ -186,7 +186,7 @@ class ActivationKernel(_KernelBase):
     hermite_q : ndarray
         q_n = c_n² / n!, n = 0..n_hermite-1 (without the σ² factor).
     hermite_error : float
-        σ² (E[φ(sZ)²] - Σ q_n) >= 0: a bound on |κ_series(t) - κ(t)| for all t in [-1, 1].
+        σ² (E[φ(sZ)²] - Σ q_n) >= 0: a bound on ``|κ_series(t) - κ(t)|`` for all t in [-1, 1].
 
     Examples
     --------
@@ -277,7 +277,7 @@ class ActivationKernel(_KernelBase):
         return self.scale**2 * np.polynomial.polynomial.polyval(r, self.hermite_q)
 
     def dkappa_hermite(self, t) -> np.ndarray:
-        """κ'(t) from the differentiated Mehler series (accurate for |r| < 1)."""
+        """κ'(t) from the differentiated Mehler series (accurate for ``|r| < 1``)."""
         r = self._r(self._check_t(t))
         dq = np.arange(1, self.n_hermite) * self.hermite_q[1:]
         return self.scale**2 * self.sigma_w**2 / self.s2 * np.polynomial.polynomial.polyval(r, dq)

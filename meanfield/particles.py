@@ -10,12 +10,12 @@ Brownian field of a noise source (:mod:`meanfield.noise`). Two schemes:
 
 * ``"euler"`` — projected (geometric) Euler, the layer-normalised step
 
-      x <- Π( x + h v(x) + ΔW(x) ),        Π(z) = z / |z|,
+      x <- Π( x + h v(x) + ΔW(x) ),        Π(z) = z / ``|z|``,
 
   which is the one-step map T_n of the SPDE push-forward scheme (SPEC §6(b)) and the
   discrete transformer itself. It is consistent with the *Itô* form: for a tangent
-  increment δ of size O(sqrt h), Π(x + δ) = x + δ - ½|δ|² x + O(h^{3/2}), and
-  E|P_x ΔW(x)|² = (d-1) κ(1) h, so the projection supplies the drift -½ (d-1) κ(1) x.
+  increment δ of size O(sqrt h), ``Π(x + δ) = x + δ - ½|δ|² x + O(h^{3/2})``, and
+  ``E|P_x ΔW(x)|² = (d-1) κ(1) h``, so the projection supplies the drift -½ (d-1) κ(1) x.
   Strong order 1/2, weak order 1.
 * ``"heun"`` — Stratonovich Heun with the *same* field increment at both stages:
 
@@ -57,7 +57,7 @@ class NonFiniteError(FloatingPointError):
 
 
 def project(z: np.ndarray) -> np.ndarray:
-    """Layer normalisation Π(z) = z / |z| row by row, shape (N, d) -> (N, d) (SPEC §1).
+    """Layer normalisation Π(z) = z / ``|z|`` row by row, shape (N, d) -> (N, d) (SPEC §1).
 
     Examples
     --------
@@ -231,7 +231,7 @@ class ParticleSolution:
     meta : dict
         ``scheme``, ``attention`` (method used) and its ``attention_meta``, ``dt``,
         ``n_steps``, ``t0``, ``beta``, ``noise`` (repr), ``kappa1``, ``kept_fraction``,
-        ``max_norm_error`` (largest | |x| - 1 | seen at a save time), ``wall_time``.
+        ``max_norm_error`` (largest ``| |x| - 1 |`` seen at a save time), ``wall_time``.
     """
 
     t: np.ndarray
@@ -311,10 +311,13 @@ def solve_particles(
 ) -> ParticleSolution:
     """Integrate the N-token SDE with common noise on S^{d-1} (SPEC §3, §7).
 
-    Euler:  x <- Π(x + h v(x) + ΔW(x)), the projected (geometric) Euler step — the one-step
+    Euler: x <- Π(x + h v(x) + ΔW(x)), the projected (geometric) Euler step — the one-step
     map T_n of SPEC §6(b); Itô-consistent because Π produces the drift -½(d-1)κ(1)x.
-    Heun:   x̃ = Π(x + h v(x) + P_x ΔW(x)),
-            x' = Π(x + ½h(v(x) + v(x̃)) + ½(P_x ΔW(x) + P_x̃ ΔW(x̃))), same ΔW at both points.
+    Heun, with the same ΔW at both points::
+
+        x̃  = Π(x + h v(x) + P_x ΔW(x)),
+        x' = Π(x + ½h(v(x) + v(x̃)) + ½(P_x ΔW(x) + P_x̃ ΔW(x̃))).
+
     Here v(x) = P_x A(x; μ^N) and ΔW = W(t + h, ·) - W(t, ·) from ``noise.field(t, t + h)``.
 
     Parameters
@@ -341,7 +344,7 @@ def solve_particles(
         ``"spectral"``, ``"off"`` (pure noise), any name registered with
         :func:`register_velocity`, or a ready :class:`Velocity`.
     attention_tol : float
-        Absolute accuracy of the spectral attention velocity (|v| <= 1), default 1e-10.
+        Absolute accuracy of the spectral attention velocity (``|v| <= 1``), default 1e-10.
     Q, K, V : ndarray (d, d), optional
         Attention matrices (default identity); ignored when ``attention`` is a Velocity.
     t0 : float

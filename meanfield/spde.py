@@ -114,7 +114,7 @@ def coefficient_degrees(d: int, lmax: int) -> tuple[np.ndarray, np.ndarray]:
     """Degree l and energy multiplicity of every stored coefficient.
 
     S^2 (complex alm, healpy packing): multiplicity 1 for m = 0 and 2 for m > 0, so that
-    ∫ ρ² = Σ mult · |a_lm|². S^1 (real Fourier): multiplicity 1.
+    ``∫ ρ² = Σ mult · |a_lm|²``. S^1 (real Fourier): multiplicity 1.
 
     Returns
     -------
@@ -199,7 +199,7 @@ class _InitialCondition:
 
 
 class Uniform(_InitialCondition):
-    """The uniform probability density 1/|S^{d-1}| on S^{d-1}.
+    """The uniform probability density ``1/|S^{d-1}|`` on S^{d-1}.
 
     Parameters
     ----------
@@ -219,7 +219,7 @@ class Uniform(_InitialCondition):
         return f"Uniform(d={self.d})"
 
     def density(self, x) -> np.ndarray:
-        """ρ(x) = 1/|S^{d-1}|, points (N, d) -> values (N,)."""
+        """ρ(x) = ``1/|S^{d-1}|``, points (N, d) -> values (N,)."""
         x = self._check_x(x)
         return np.full(x.shape[0], 1.0 / sphere_area(self.d))
 
@@ -230,7 +230,7 @@ class Uniform(_InitialCondition):
         return z / np.linalg.norm(z, axis=1, keepdims=True)
 
     def coefficients(self, lmax: int) -> np.ndarray:
-        """Exact coefficients: only ρ_00 = 1/sqrt(|S^{d-1}|) is non-zero."""
+        """Exact coefficients: only ρ_00 = ``1/sqrt(|S^{d-1}|)`` is non-zero."""
         lmax = as_int(lmax, "lmax", min_value=0)
         out = np.zeros(_n_state(self.d, lmax), dtype=np.complex128 if self.d == 3 else np.float64)
         out[0] = 1.0 / math.sqrt(sphere_area(self.d))
@@ -742,7 +742,7 @@ class SPDESolution:
         return np.pi * np.arange(nlat) / (nlat - 1), 2 * np.pi * np.arange(nlon) / nlon, vals
 
     def mass(self, i: int) -> float:
-        """∫ ρ_{t_i} = ρ_00 sqrt(|S^{d-1}|) (SPEC §5.6)."""
+        """∫ ρ_{t_i} = ``ρ_00 sqrt(|S^{d-1}|)`` (SPEC §5.6)."""
         return float(np.real(self.coeffs[i][0]) * math.sqrt(sphere_area(self.d)))
 
     def min_density(self, i: int) -> float:
@@ -757,12 +757,12 @@ class SPDESolution:
     def tail_energy(self, i: int) -> float:
         """Spectral energy in the top quarter of degrees (l > 3 lmax / 4) relative to the total.
 
-        Σ_{l > 3L/4} Σ_m |ρ_lm|² / Σ_l Σ_m |ρ_lm|²  (real-basis energies).
+        ``Σ_{l > 3L/4} Σ_m |ρ_lm|² / Σ_l Σ_m |ρ_lm|²``  (real-basis energies).
         """
         return _tail(self.coeffs[i], self.grid.ell, self.grid.mult, self.lmax)
 
     def spectrum(self, i: int) -> np.ndarray:
-        """Degree energies E_l = Σ_m |ρ_lm|², shape (lmax + 1,)."""
+        """Degree energies ``E_l = Σ_m |ρ_lm|²``, shape (lmax + 1,)."""
         g = self.grid
         return np.bincount(g.ell, weights=g.mult * np.abs(self.coeffs[i]) ** 2, minlength=self.lmax + 1)
 
@@ -778,7 +778,7 @@ class SPDESolution:
         return self._vel.at_points(self.coeffs[i], x)[0]
 
     def attention_energy(self, i: int) -> float:
-        """E_β^+(ρ_{t_i}) = (1/2β) ∫∫ e^{β<x,y>} ρ ρ = (1/2β) Σ_lm λ_l |ρ_lm|² (SPEC §5.7)."""
+        """E_β^+(ρ_{t_i}) = (1/2β) ∫∫ e^{β<x,y>} ρ ρ = ``(1/2β) Σ_lm λ_l |ρ_lm|²`` (SPEC §5.7)."""
         if self.beta <= 0:
             raise ValueError("attention_energy needs beta > 0")
         g = self.grid
@@ -834,18 +834,18 @@ def exponential_euler_growth(d: int, lmax: int, dt: float, t_final: float, kappa
     """Worst amplitude growth factor of scheme (a) over a run, frozen-coefficient analysis.
 
     For a mode of degree l (eigenvalue -l(l+d-2) =: -ℓ² of Δ_S) transported with speed
-    |v| <= vmax and diffused by the noise, one exponential-Euler step multiplies the
+    ``|v| <= vmax`` and diffused by the noise, one exponential-Euler step multiplies the
     mean-square amplitude by
 
         G_l = e^{-x} (1 + x + y),   x = κ_σ(1) ℓ² h,   y = h² vmax² ℓ²,
 
-    (the noise term contributes E|h ω_noise|² = κ ℓ² h, the explicit drift (h vmax ℓ)²;
+    (the noise term contributes ``E|h ω_noise|² = κ ℓ² h``, the explicit drift (h vmax ℓ)²;
     exact transport would give G = 1 and the exact Itô solution e^{-x}(1+x) <= 1 is the
     mean-square-stable part). Over n = t_final / h steps the amplitude grows by at most
     max_l G_l^{n/2}, which this function returns. Without attention (vmax = 0) it is <= 1
     for every h; without noise it is ≈ exp(t_final h vmax² L²/2), so the condition
     ``growth <= CFL_GROWTH`` is h <~ 2 log 2 / (t_final vmax² L(L+d-2)).
-    For V = I, |v| <= |A| <= 1 because A is a convex combination of unit vectors.
+    For V = I, ``|v| <= |A| <= 1`` because A is a convex combination of unit vectors.
 
     Examples
     --------

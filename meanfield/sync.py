@@ -119,7 +119,7 @@ def cluster_summary(x, tol: float, weights=None) -> ClusterSummary:
 
 
 def order_parameter(x, weights=None) -> np.ndarray:
-    """Variance 1 - |∫ x dμ|² of the token cloud (zero iff μ is a Dirac).
+    """Variance ``1 - |∫ x dμ|²`` of the token cloud (zero iff μ is a Dirac).
 
     Accepts one cloud (N, d) -> float, or a trajectory (n_t, N, d) -> (n_t,).
     """

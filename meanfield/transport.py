@@ -7,13 +7,13 @@ harmonic moments (§9(c)).
 
 Conventions
 -----------
-* Points are rows of an ``(n, d)`` float array of unit vectors (|x| = 1 to
+* Points are rows of an ``(n, d)`` float array of unit vectors (``|x| = 1`` to
   1e-8, checked); weights are non-negative, length n, summing to 1 within
   ``WEIGHT_SUM_TOL = 1e-9`` (checked, then renormalised exactly).  ``None``
   means uniform weights 1/n.
 * Distances are in radians of geodesic arc length (``cost="geodesic"``,
   d(x, y) = arccos <x, y>) or in ambient units (``cost="chordal"``,
-  d(x, y) = |x - y| = 2 sin(d_geo/2)).  Every function returns W_p, never
+  ``d(x, y) = |x - y|`` = 2 sin(d_geo/2)).  Every function returns W_p, never
   W_p^p.
 * Exact W_p between clouds uses POT's network simplex ``ot.emd2`` with
   ``numItermax >= 1e7`` and a check of ``log["result_code"] == 1`` (SPEC §10:
@@ -56,7 +56,7 @@ __all__ = [
     "observable_errors",
 ]
 
-#: Tolerance on |sum(weights) - 1| accepted at every entry point.
+#: Tolerance on ``|sum(weights) - 1|`` accepted at every entry point.
 WEIGHT_SUM_TOL = 1e-9
 #: Default largest cloud size (per side) handed to the exact network simplex.
 DEFAULT_MAX_EXACT = 6000
@@ -359,7 +359,7 @@ def wasserstein(
     Parameters
     ----------
     x : array_like, shape (n, d)
-        Unit vectors (|x| = 1 to 1e-8).
+        Unit vectors (``|x| = 1`` to 1e-8).
     y : array_like, shape (m, d)
         Unit vectors, same d.
     a : array_like, shape (n,), optional
@@ -640,7 +640,7 @@ def sliced_wasserstein_sphere(
     Parameters
     ----------
     x : array_like, shape (n, d)
-        Unit vectors (|x| = 1 to 1e-8), d >= 2.
+        Unit vectors (``|x| = 1`` to 1e-8), d >= 2.
     y : array_like, shape (m, d)
         Unit vectors, same d.
     a, b : array_like, optional
@@ -725,7 +725,7 @@ def density_to_cloud(values, nodes, weights, *, clip_negative: bool = False) -> 
     nodes : array_like, shape (q, d)
         Quadrature nodes, unit vectors.
     weights : array_like, shape (q,)
-        Positive quadrature weights (Σ w_q = |S^{d-1}| for an exact rule).
+        Positive quadrature weights (``Σ w_q = |S^{d-1}|`` for an exact rule).
     clip_negative : bool
         Set negative values to zero (reported) instead of raising.
 

@@ -7,7 +7,7 @@ Runs, on built-in defaults (S^2, 32 tokens, ReLU noise of degree 8, β = 1, T = 
 2. the particle SDE of SPEC §3 (projected Euler, dt = T / 2^10) on the *same* path;
 
 prints a summary (kept fraction of κ(1), top Lyapunov exponent, gap energy at start and
-end, transformer-vs-SDE distance at T, largest | |x| - 1 |) and writes a PNG of the token
+end, transformer-vs-SDE distance at T, largest ``| |x| - 1 |``) and writes a PNG of the token
 trajectories into ``--out``.
 """
 
