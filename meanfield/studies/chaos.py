@@ -185,8 +185,10 @@ def parse_spheres(spheres) -> tuple[int, ...]:
         if spheres == "both":
             return (1, 2)
         spheres = [spheres]
-    elif isinstance(spheres, (int, np.integer)) and not isinstance(spheres, bool):
+    elif isinstance(spheres, (int, np.integer)):
         spheres = [spheres]
+    elif not hasattr(spheres, "__iter__"):
+        raise ValueError(f"unknown sphere {spheres!r}: use 1 (S^1), 2 (S^2) or 'both'")
     out = set()
     for s in spheres:
         try:
