@@ -139,8 +139,8 @@ def main(argv=None) -> int:
                 "Pure iid sampling of a density with a low-density region decays pre-asymptotically slower than "
                 "N^(-1/2) on the circle (the constant of the N^(-1/2) law involves ∫ F(1-F)/ρ, large where ρ is "
                 "small), and ρ_T reaches lower densities than ρ_0 (rho_min in the diagnostics above)"
-                + (", so an overlapping CI attributes a shallow study slope to sampling at these N rather than to "
-                   "a failure of propagation of chaos." if overlap else
+                + (", so the overlap is consistent with a shallow study slope coming from sampling at these N "
+                   "rather than from a failure of propagation of chaos (consistent with, not a proof of)." if overlap else
                    "; with no overlap the difference is NOT explained by sampling alone."))
     machine = (f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores ({_cpu_model()}), "
                f"Python {platform.python_version()}, meanfield {__version__}.")
