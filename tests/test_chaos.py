@@ -1,0 +1,173 @@
+"""Propagation of chaos (SPEC §9): the study, its SPDE-error check, the CLI and input checks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from meanfield.cli import main
+from meanfield.runner import run_study
+from meanfield.studies.chaos import (
+    ERRORS,
+    analyse_chaos,
+    chaos_frame,
+    chaos_replica,
+    chaos_study,
+    parse_spheres,
+    run_chaos,
+    theory_slopes,
+)
+
+
+@pytest.fixture(scope="module")
+def test_report():
+    """The reduced 'test' preset on both spheres (6 replicas, N = 64..1024), two local workers."""
+    return run_chaos("test", "both", workers=2, executor="pool", progress=False)
+
+
+def _check_coupling_and_spde(report):
+    for sphere in (1, 2):
+        summ = report.summaries[sphere].set_index("error")
+        row = summ.loc["coupling"]
+        # theory slope -1/2 inside the bootstrap CI of the fitted slope
+        assert row["slope_ci_low"] <= -0.5 <= row["slope_ci_high"], (sphere, row.to_dict())
+        assert row["verdict"] == "consistent"
+        # and the fit is a real decay, not a flat line with a huge CI
+        assert -0.8 < row["slope"] < -0.25
+        assert row["slope_ci_high"] - row["slope_ci_low"] < 0.6
+    check = report.spde_check
+    assert len(check) == 6
+    assert check["below"].all(), check.to_string()
+    # the SPDE error is far below the particle error for coupling and observables
+    strong = check[check["error"] != "w2"]
+    assert (strong["ratio"] < 1e-2).all(), strong.to_string()
+
+
+def test_test_preset_coupling_slope_and_spde_error(test_report):
+    _check_coupling_and_spde(test_report)
+    long = test_report.frame
+    assert set(long.columns) == {"sphere", "replica", "N", *ERRORS}
+    assert len(long) == 2 * 6 * 5
+    # W_2 only up to w2_max_N on S^2; NaN beyond, never silently zero
+    s2 = long[long["sphere"] == 2]
+    assert s2.loc[s2["N"] <= 256, "w2"].gt(0).all() and s2.loc[s2["N"] > 256, "w2"].isna().all()
+    diag = test_report.diagnostics.set_index("sphere")
+    assert (diag["rho_negative_mass_max"] >= 0).all() and (diag["rho_negative_mass_max"] < 1e-3).all()
+    assert (diag["kept_fraction"] > 0.99).all()
+
+
+@pytest.mark.slow
+def test_quick_preset_coupling_slope_and_spde_error():
+    report = run_chaos("quick", "both", workers=2, executor="pool", progress=False)
+    _check_coupling_and_spde(report)
+    for sphere in (1, 2):
+        assert set(report.summaries[sphere]["error"]) == set(ERRORS)
+
+
+def test_replica_shares_one_noise_path_and_is_deterministic():
+    study = chaos_study("tiny", spheres=1, replicas=2)
+    t0, t1 = study.tasks
+    a = chaos_replica(study.task_params(t0), study.seed(t0))
+    b = chaos_replica(study.task_params(t0), study.seed(t0))
+    c = chaos_replica(study.task_params(t1), study.seed(t1))
+    for err in ERRORS:
+        np.testing.assert_array_equal(a[err], b[err])
+    assert not np.allclose(a["coupling"], c["coupling"])
+    # the coupling error must be small compared with the distance travelled: X̄ follows the same noise
+    assert np.all(a["coupling"] < 0.1) and np.all(a["coupling"] > 0)
+
+
+def test_coupling_error_detects_a_wrong_mean_field_velocity(monkeypatch):
+    """Driving X̄ by a different SPDE (β doubled) must give an error that does not decay with N."""
+    import meanfield.studies.chaos as chaos
+    from meanfield.spde import solve_spde as real_solve
+
+    study = chaos_study("tiny", spheres=2, replicas=1, overrides={"Ns": [64, 4096], "T": 0.125, "lmax": 32, "check_lmax": 64, "w2_max_N": 0})
+    task = study.tasks[0]
+    good = chaos_replica(study.task_params(task), study.seed(task))
+
+    def wrong(rho0, noise, beta, **kw):
+        return real_solve(rho0, noise, beta=2.0 * beta, **kw)
+
+    monkeypatch.setattr("meanfield.spde.solve_spde", wrong)
+    bad = chaos.chaos_replica(study.task_params(task), study.seed(task))
+    assert good["coupling"][1] < 0.5 * good["coupling"][0]
+    assert bad["coupling"][1] > 0.7 * bad["coupling"][0]
+    assert bad["coupling"][1] > 3 * good["coupling"][1]
+
+
+def test_cli_tiny_writes_all_files(tmp_path, capsys):
+    out = tmp_path / "chaos"
+    store = tmp_path / "store"
+    argv = ["chaos", "--preset", "tiny", "--sphere", "both", "--out", str(out), "--executor", "serial",
+            "--no-progress", "--store", str(store)]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "S^1: fitted exponents" in text and "S^2: fitted exponents" in text
+    assert "SPDE discretisation error" in text and "results:" in text
+    names = [f"table_s{s}.{e}" for s in (1, 2) for e in ("csv", "md", "tex")]
+    names += [f"figure_s{s}.{e}" for s in (1, 2) for e in ("png", "pdf")]
+    names += ["summary.md", "spde_check.csv", "spde_check.md", "diagnostics.csv"]
+    for name in names:
+        assert (out / name).stat().st_size > 100, name
+    table = pd.read_csv(out / "table_s1.csv")
+    assert set(table["error"]) == set(ERRORS)
+    assert {"N", "mean", "ci_low", "ci_high", "slope", "theory_slope", "verdict"} <= set(table.columns)
+    summary = (out / "summary.md").read_text()
+    assert "SPDE discretisation error" in summary and "S^2" in summary
+    # resume: a second run computes nothing
+    assert main(argv) == 0
+    assert "4 resumed from the store, 0 computed" in capsys.readouterr().out
+
+
+def test_cli_bad_input(capsys, tmp_path):
+    assert main(["chaos", "--preset", "tiny", "--replicas", "0", "--out", str(tmp_path)]) == 2
+    assert "replicas" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["chaos", "--sphere", "3"])
+
+
+@pytest.mark.parametrize(
+    "kwargs, exc, match",
+    [
+        ({"spheres": 3}, ValueError, "unknown sphere"),
+        ({"spheres": "S2"}, ValueError, "unknown sphere"),
+        ({"spheres": []}, ValueError, "no sphere"),
+        ({"preset": "huge"}, ValueError, "unknown preset"),
+        ({"overrides": {"Ns": [1, 64]}}, ValueError, "N must be"),
+        ({"overrides": {"Ns": [64]}}, ValueError, "at least 2 distinct"),
+        ({"overrides": {"Ns": [64, 64]}}, ValueError, "at least 2 distinct"),
+        ({"overrides": {"Ns": 64}}, TypeError, "Ns must be a list"),
+        ({"overrides": {"T": 0.1}}, ValueError, "multiple of dt"),
+        ({"overrides": {"check_lmax": 8}}, ValueError, "check_lmax"),
+        ({"overrides": {"colour": "red"}}, ValueError, "unknown chaos settings"),
+        ({"overrides": {"1": {"w2_max_N": 16}}}, ValueError, "single N"),
+        ({"replicas": 0}, ValueError, "replicas"),
+    ],
+)
+def test_study_bad_input(kwargs, exc, match):
+    args = {"preset": "tiny", **kwargs}
+    with pytest.raises(exc, match=match):
+        chaos_study(**args)
+
+
+def test_parse_spheres_and_theory_band():
+    assert parse_spheres("both") == (1, 2) and parse_spheres([2, "1"]) == (1, 2) and parse_spheres(1) == (1,)
+    with pytest.raises(ValueError):
+        parse_spheres(True)
+    slopes, tol = theory_slopes(2, 64)
+    assert slopes["w2"] - tol["w2"] == pytest.approx(-0.5)
+    assert slopes["w2"] + tol["w2"] == pytest.approx(-0.5 + 1 / (2 * np.log(64)))
+    slopes, tol = theory_slopes(1, 64)
+    assert slopes == {e: -0.5 for e in ERRORS} and all(v == 0 for v in tol.values())
+
+
+def test_analyse_needs_successful_tasks():
+    study = chaos_study("tiny", spheres=1, replicas=2)
+    result = run_study(study, executor="serial", progress=False)
+    long = chaos_frame(result)
+    assert list(long["N"].unique()) == [16, 32, 64]
+    report = analyse_chaos(result, n_boot=200)
+    assert set(report.tables) == {1}
+    assert report.tables[1].attrs["param"] == "N"
