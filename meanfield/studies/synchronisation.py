@@ -56,8 +56,12 @@ __all__ = [
     "sync_config",
     "lyapunov_task",
     "energy_task",
+    "spde_energy_task",
+    "signed_gap_energy",
     "make_lyapunov_study",
     "make_energy_study",
+    "make_spde_study",
+    "spde_table",
     "lyapunov_table",
     "energy_rates",
     "fit_decay_rate",
@@ -80,6 +84,8 @@ SYNC_PRESETS: dict[str, dict] = {
                      "n_replicas": 6, "n_pairs": 32, "lmax": 8, "width": 256},
         "energy": {"d": 3, "N": 32, "T": 12.0, "dt": 2.0**-5, "save_every": 0.5, "lmax": 8, "betas": [0.0, 4.0],
                    "noise_only": True, "replicas": 8, "t_fit": 3.0, "activation": "relu"},
+        "spde": {"d": 3, "beta": 1.0, "lmax": 32, "noise_lmax": 8, "dt": 2.0**-5, "T": 0.5, "save_every": 0.125,
+                 "N": 1024, "kappa0": 2.0, "activation": "relu", "replicas": 1},
     },
     "quick": {
         "lyapunov": {"activations": ["relu", "tanh", "erf(sw=2)", "linear"], "dims": [2, 3, 5, 8, 16, 20],
@@ -87,6 +93,8 @@ SYNC_PRESETS: dict[str, dict] = {
         "energy": {"d": 3, "N": 64, "T": 24.0, "dt": 2.0**-5, "save_every": 0.5, "lmax": 8,
                    "betas": [0.0, 1.0, 4.0, 10.0], "noise_only": True, "replicas": 16, "t_fit": 4.0,
                    "activation": "relu"},
+        "spde": {"d": 3, "beta": 1.0, "lmax": 48, "noise_lmax": 8, "dt": 2.0**-6, "T": 1.0, "save_every": 0.125,
+                 "N": 4096, "kappa0": 2.0, "activation": "relu", "replicas": 2},
     },
     "full": {
         "lyapunov": {"activations": ["relu", "tanh", "erf(sw=2)", "linear"], "dims": [2, 3, 5, 8, 12, 14, 16, 20],
@@ -94,6 +102,8 @@ SYNC_PRESETS: dict[str, dict] = {
         "energy": {"d": 3, "N": 128, "T": 32.0, "dt": 2.0**-6, "save_every": 0.5, "lmax": 12,
                    "betas": [0.0, 1.0, 2.0, 4.0, 10.0], "noise_only": True, "replicas": 48, "t_fit": 4.0,
                    "activation": "relu"},
+        "spde": {"d": 3, "beta": 1.0, "lmax": 64, "noise_lmax": 8, "dt": 2.0**-7, "T": 1.0, "save_every": 0.125,
+                 "N": 16384, "kappa0": 2.0, "activation": "relu", "replicas": 4},
     },
 }
 
@@ -117,7 +127,7 @@ def sync_config(preset: str = "quick", **overrides) -> dict:
     cfg = {k: dict(v) for k, v in SYNC_PRESETS[preset].items()}
     for part, values in overrides.items():
         if part not in cfg:
-            raise ValueError(f"override must be 'lyapunov' or 'energy', got {part!r}")
+            raise ValueError(f"override must be 'lyapunov', 'energy' or 'spde', got {part!r}")
         unknown = set(values) - set(cfg[part])
         if unknown:
             raise ValueError(f"unknown {part} parameters {sorted(unknown)}; allowed {sorted(cfg[part])}")
@@ -232,9 +242,121 @@ def energy_task(params: dict, seed: np.random.SeedSequence) -> dict:
     }
 
 
+def signed_gap_energy(x, w, beta: float) -> tuple[float, float]:
+    """E_β and 1 - |∫x dμ|² of a weighted cloud whose weights may be negative (a truncated density).
+
+    E_β(μ) = (e^β / 2β) Σ_ij w_i w_j (1 - e^{β(<x_i,x_j> - 1)}) (½ Σ w_i w_j (1 - <x_i, x_j>) at
+    β = 0), blocked over rows; :func:`meanfield.attention.gap_energy` refuses negative weights.
+
+    Parameters
+    ----------
+    x : ndarray, shape (n, d)
+    w : ndarray, shape (n,)
+        Signed weights (not renormalised).
+    beta : float, >= 0
+
+    Returns
+    -------
+    (energy, variance) : tuple of float
+
+    Examples
+    --------
+    >>> x = np.array([[1.0, 0.0], [-1.0, 0.0]])
+    >>> signed_gap_energy(x, np.array([0.5, 0.5]), 0.0)
+    (0.5, 1.0)
+    """
+    x = np.asarray(x, dtype=float)
+    w = np.asarray(w, dtype=float)
+    beta = as_float(beta, "beta", min_value=0.0)
+    acc = 0.0
+    for s in range(0, x.shape[0], 1024):
+        g = x[s : s + 1024] @ x.T - 1.0
+        acc += w[s : s + 1024] @ (-g if beta == 0 else -np.expm1(beta * g)) @ w
+    m = w @ x
+    energy = 0.5 * acc if beta == 0 else math.exp(beta) / (2 * beta) * acc
+    return float(energy), float(w.sum() ** 2 - m @ m)
+
+
+def spde_energy_task(params: dict, seed: np.random.SeedSequence) -> dict:
+    """E_β and the variance along an SPDE run (push-forward scheme, SPEC §6(b)) and along N particles
+    drawn from the same initial density on the same noise path and time step.
+
+    Params: ``d`` (3), ``beta``, ``lmax`` (state), ``noise_lmax``, ``dt``, ``T``, ``save_every``, ``N``,
+    ``kappa0`` (von Mises–Fisher concentration of ρ_0 about the north pole), ``activation``.
+    If the SPDE becomes unresolved (the density concentrates: SPEC §6) the curves stop at
+    the last resolved time, recorded in ``t_resolved``.
+
+    Returns
+    -------
+    dict
+        Arrays ``t``, ``energy_spde``, ``variance_spde``, ``energy_particles``,
+        ``variance_particles`` (NaN after ``t_resolved`` for the SPDE); scalars
+        ``t_resolved``, ``min_density`` (at the last resolved time).
+    """
+    from ..attention import gap_energy
+    from ..kernels import ActivationKernel
+    from ..noise import NoisePath
+    from ..particles import solve_particles
+    from ..spde import SPDEResolutionError, VonMisesFisher, solve_spde
+    from ..sync import order_parameter
+
+    d, T, beta, dt = int(params["d"]), float(params["T"]), float(params["beta"]), float(params["dt"])
+    s_noise, s_x = seed.spawn(2)
+    noise = NoisePath(ActivationKernel(params["activation"]), d, int(params["noise_lmax"]), seed=s_noise, t_max=T)
+    rho0 = VonMisesFisher([0.0] * (d - 1) + [1.0], float(params["kappa0"]))
+    ts = np.arange(round(T / params["save_every"]) + 1) * float(params["save_every"])
+    try:
+        sol = solve_spde(rho0, noise, beta, int(params["lmax"]), dt, ts)
+        n_ok = len(sol.times)
+    except SPDEResolutionError as exc:
+        sol = exc.solution
+        n_ok = len(sol.times) - 1  # the last entry is the offending state
+    e_s = np.full(ts.size, np.nan)
+    v_s = np.full(ts.size, np.nan)
+    for i in range(n_ok):
+        nodes, w = sol.quadrature_cloud(i)
+        e_s[i], v_s[i] = signed_gap_energy(nodes, w, beta)
+    x0 = rho0.sample(int(params["N"]), seed=np.random.default_rng(s_x))
+    part = solve_particles(x0, noise, beta, dt, ts)
+    return {
+        "t": ts, "energy_spde": e_s, "variance_spde": v_s,
+        "energy_particles": np.array([gap_energy(x, beta) for x in part.x]),
+        "variance_particles": order_parameter(part.x),
+        "t_resolved": float(ts[n_ok - 1]) if n_ok else 0.0,
+        "min_density": float(sol.min_density(n_ok - 1)) if n_ok else math.nan,
+    }
+
+
 # --------------------------------------------------------------------------------------
 # studies
 # --------------------------------------------------------------------------------------
+
+
+def make_spde_study(config: dict, root_seed: int = 0):
+    """Study of :func:`spde_energy_task` (one grid point, ``replicas`` noise paths)."""
+    from ..runner import Study
+
+    c = dict(config)
+    replicas = as_int(c.pop("replicas"), "replicas", min_value=1)
+    return Study("sync-spde", spde_energy_task, grid=None, replicas=replicas, root_seed=root_seed, fixed=c)
+
+
+def spde_table(result) -> pd.DataFrame:
+    """Long table of the SPDE-vs-particles energy curves: one row per (replica, saved time).
+
+    Columns ``replica, t, energy_spde, energy_particles, variance_spde, variance_particles,
+    rel_diff_energy`` (|E_spde - E_particles| / E_spde; NaN after the SPDE's last resolved time).
+    """
+    rows = []
+    for k, (_, r) in enumerate(result.frame.iterrows()):
+        t = result.arrays["t"][k]
+        for i, ti in enumerate(t):
+            es, ep = result.arrays["energy_spde"][k][i], result.arrays["energy_particles"][k][i]
+            rows.append({"replica": int(r["replica"]), "t": float(ti), "energy_spde": es, "energy_particles": ep,
+                         "variance_spde": result.arrays["variance_spde"][k][i],
+                         "variance_particles": result.arrays["variance_particles"][k][i],
+                         "rel_diff_energy": abs(es - ep) / es if np.isfinite(es) else math.nan})
+    return pd.DataFrame(rows)
 
 
 def make_lyapunov_study(config: dict, root_seed: int = 0):
@@ -445,10 +567,12 @@ class SyncStudyResult:
     rates: pd.DataFrame
     lambda1: float
     seconds: dict = field(default_factory=dict)
+    spde_result: object = None
+    spde: pd.DataFrame | None = None
 
 
 def run_sync_study(preset: str = "quick", *, config: dict | None = None, root_seed: int = 0,
-                   parts=("lyapunov", "energy"), **execution) -> SyncStudyResult:
+                   parts=("lyapunov", "energy", "spde"), **execution) -> SyncStudyResult:
     """Run the Lyapunov table and the energy-decay study of a preset (or ``config``).
 
     Parameters
@@ -456,8 +580,9 @@ def run_sync_study(preset: str = "quick", *, config: dict | None = None, root_se
     preset : {"test", "quick", "full"}
     config : dict, optional
         From :func:`sync_config` (overrides ``preset``).
-    parts : sequence of {"lyapunov", "energy"}
-        Which parts to run (the other's fields are None).
+    parts : sequence of {"lyapunov", "energy", "spde"}
+        Which parts to run (the others' fields are None). "spde": E_β and the variance along
+        an SPDE run and N particles on the same path (:func:`spde_energy_task`).
     **execution
         Passed to :func:`meanfield.runner.run_study`; a ``store`` gets the sub-stores
         ``lyapunov`` and ``energy``.
@@ -473,8 +598,8 @@ def run_sync_study(preset: str = "quick", *, config: dict | None = None, root_se
 
     cfg = config if config is not None else sync_config(preset)
     parts = tuple(parts)
-    if not parts or set(parts) - {"lyapunov", "energy"}:
-        raise ValueError(f"parts must be a non-empty subset of ('lyapunov', 'energy'), got {parts}")
+    if not parts or set(parts) - {"lyapunov", "energy", "spde"}:
+        raise ValueError(f"parts must be a non-empty subset of ('lyapunov', 'energy', 'spde'), got {parts}")
     _check_lyapunov(cfg["lyapunov"])
     _check_energy(cfg["energy"])
     store = execution.pop("store", None)
@@ -495,7 +620,14 @@ def run_sync_study(preset: str = "quick", *, config: dict | None = None, root_se
                          raise_on_failure=True, **execution)
         sec["energy"] = time.perf_counter() - t
         rtab = energy_rates(eres, ec, lam)
-    return SyncStudyResult(cfg, lres, eres, ltab, rtab, lam, sec)
+    sres = stab = None
+    if "spde" in parts:
+        t = time.perf_counter()
+        sres = run_study(make_spde_study(cfg["spde"], root_seed), store=None if store is None else Path(store) / "spde",
+                         raise_on_failure=True, **execution)
+        sec["spde"] = time.perf_counter() - t
+        stab = spde_table(sres)
+    return SyncStudyResult(cfg, lres, eres, ltab, rtab, lam, sec, sres, stab)
 
 
 def _fig_energy(res: SyncStudyResult, paths: list) -> None:
@@ -579,4 +711,27 @@ def write_sync_outputs(res: SyncStudyResult, out_dir) -> dict:
         figs = [out / "energy.png", out / "energy.pdf"]
         _fig_energy(res, figs)
         files["energy_fig"] = figs
+    if res.spde is not None:
+        files["spde_energy"] = list(export_table(res.spde, out / "spde_energy").values())
+        figs = [out / "spde_energy.png", out / "spde_energy.pdf"]
+        _fig_spde(res.spde, figs)
+        files["spde_fig"] = figs
     return files
+
+
+def _fig_spde(tab: pd.DataFrame, paths: list) -> None:
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(8, 3.6))
+    ax1, ax2 = fig.subplots(1, 2)
+    for rep, sub in tab.groupby("replica"):
+        l1 = ax1.plot(sub["t"], sub["energy_spde"], "-", label=f"SPDE, path {rep}")[0]
+        ax1.plot(sub["t"], sub["energy_particles"], "o", color=l1.get_color(), ms=4, label=f"particles, path {rep}")
+        l2 = ax2.plot(sub["t"], sub["variance_spde"], "-")[0]
+        ax2.plot(sub["t"], sub["variance_particles"], "o", color=l2.get_color(), ms=4)
+    ax1.set_xlabel("t"), ax1.set_ylabel("E_β(μ_t)"), ax1.set_title("gap energy: SPDE (lines) vs particles")
+    ax2.set_xlabel("t"), ax2.set_ylabel("1 - |∫x dμ_t|²"), ax2.set_title("variance")
+    ax1.legend(fontsize=7)
+    fig.tight_layout()
+    for p in paths:
+        fig.savefig(p, dpi=110)
