@@ -248,6 +248,10 @@ def width_law_task(params: dict, seed: np.random.SeedSequence) -> dict:
     n = int(params["n_draws"])
     kern = _kernel(params)
     x0 = _width_x0(params)
+    if m > 0:
+        # finite widths get their own streams (independent ensembles across m); the Gaussian
+        # cells keep the task seed, shared across L (seed_by=()), for paired weak errors in L
+        seed = np.random.SeedSequence(seed.entropy, spawn_key=(*seed.spawn_key, 1_000_003, m))
     seeds = seed.spawn(n)
     finals = np.empty((n, x0.shape[0], d))
     kept = 1.0
@@ -289,8 +293,9 @@ def make_strong_study(config: dict, root_seed: int = 0):
 def make_width_study(config: dict, root_seed: int = 0):
     """The :class:`~meanfield.runner.Study` of the (L, m) grid plus the Gaussian run at ``L_ref``.
 
-    ``seed_by=()``: batch r of every cell uses the same seeds, so the Gaussian cells of
-    different L share their Brownian paths (paired weak errors in L).
+    ``seed_by=()``: batch r of every cell gets the same task seed, so the Gaussian cells of
+    different L share their Brownian paths (paired weak errors in L); finite-width cells
+    derive their own stream from it and the width, so cells of different m are independent.
     """
     from ..runner import Study
 
