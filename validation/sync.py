@@ -48,7 +48,9 @@ def main() -> None:
         "λ_1 = ½ [(d-3) κ'(1) - (d-1) κ(1)]; noise synchronises iff λ_1 < 0, i.e. for d > 3 iff "
         "κ'(1)/κ(1) < (d-1)/(d-3). Simulation: `meanfield.sync.lyapunov_estimate`, two tokens at distance "
         f"1e-6 renormalised every time unit, t = {lc['t_total']}, {lc['n_replicas']} noise replicas × "
-        f"{lc['n_pairs']} pairs, dt = {lc['dt']:.4g}. d <= 3: NoisePath of degree {lc['lmax']} with Richardson "
+        f"{lc['n_pairs']} pairs, dt = {lc['dt']:.4g} for d <= 3 and dt / 2^ceil(log2((d-1)/2)) for d > 3 "
+        "(`lyapunov_step`: one step moves a token by about (d-1) κ(1) dt, so the O(dt) bias grows with d; "
+        "the dt of each cell is in the table). d <= 3: NoisePath of degree {lc['lmax']} with Richardson "
         f"extrapolation in dt (closed form of the truncated kernel); d >= 4: finite-width random-feature "
         f"noise (m = {lc['width']}, exact covariance κ, fresh weights every step; not refinable, so no "
         "Richardson and an O(dt) bias remains). Simulated verdict: yes if mean + 2 SE < 0, no if mean - 2 SE > 0.",
@@ -135,7 +137,10 @@ def main() -> None:
         "several clusters, so its rate is smaller than the a.s. rate and its CI is wide for few replicas. "
         "The a.s. rate is estimated from replicas that reached one cluster before T; those that synchronise "
         "early are those with fast contraction, which can bias it upwards when `n_as` is a small fraction "
-        "of the replicas.",
+        "of the replicas. The replica-mean curve is not a single exponential (see `energy.png`): it is a "
+        "mixture of replicas that collapse to one cluster at different times, so `rate_mean` is an effective "
+        "rate over the fit window, and its percentile-bootstrap CI can be asymmetric about the point estimate "
+        "(resamples that drop the slowest replica decay faster).",
     ]
     (HERE / "summary.md").write_text("\n".join(lines) + "\n")
     print((HERE / "summary.md").read_text())

@@ -31,7 +31,8 @@ Three measurements, all with softmax attention (Q = K = V = I) and ReLU MLP nois
    observable g = mean_i <x_i(T), x_i(0)> (mean and MC standard error), its difference
    to the Gaussian ensemble Δg(L, m), and W_2 between the laws of token 0 (exact circle
    solver) together with its sampling floor (W_2 between the two halves of the Gaussian
-   ensemble, which is what two independent samples of equal law give).
+   ensemble divided by sqrt 2, i.e. what two independent samples of equal law and full
+   size give under the n^{-1/2} scaling of W_2 on S^1).
 
 3. **Iterated limits on an (L, m) grid.** E g(L, m) with CIs for every cell, plus a
    Gaussian run at L_ref >> L_max as the SDE value. lim_L lim_m is the Gaussian column
@@ -387,7 +388,7 @@ def width_tables(result, *, tolerance: float = WIDTH_TOLERANCE) -> dict:
     dict of DataFrame
         ``cells``: one row per (L, m): n, E g, its SE, Δg = E g - E g(L, ∞) with SE
         (independent ensembles), W_2 of token 0 to the Gaussian ensemble and the sampling
-        floor W_2(Gaussian half, Gaussian half) at the same L.
+        floor W_2(Gaussian half, Gaussian half) / sqrt 2 at the same L.
         ``width_fit``: per L, the slope of log|Δg| against log m (parametric bootstrap 95 %
         CI), theory -1, verdict with ``tolerance``.
         ``weak_L``: Gaussian column, paired weak error E g(L, ∞) - E g(L_ref, ∞) with SE
@@ -403,7 +404,9 @@ def width_tables(result, *, tolerance: float = WIDTH_TOLERANCE) -> dict:
     for L in grid_L:
         gauss = cells[(L, 0)]
         half = gauss.theta.shape[0] // 2
-        floor = _w2(gauss.theta[:half], gauss.theta[half : 2 * half])
+        # W2 of two independent n/2-samples of one law, rescaled to n-samples by the
+        # empirical-measure scaling n^{-1/2} of W2 on S^1 (an approximate floor)
+        floor = _w2(gauss.theta[:half], gauss.theta[half : 2 * half]) / math.sqrt(2.0)
         for m in sorted({w for LL, w in cells if LL == L}, key=lambda w: (w == 0, w)):
             c = cells[(L, m)]
             n = c.g.size
@@ -528,7 +531,7 @@ def run_depth_study(preset: str = "quick", *, config: dict | None = None, root_s
 def _fig_strong(table: pd.DataFrame, paths: list) -> None:
     from ..rates import plot_rates
 
-    fig = plot_rates(table, title="strong error of the L-layer transformer vs the SDE on one path")
+    fig = plot_rates(table, title="strong error in L vs the SDE (one path)")
     ax = fig.axes[0]
     L = table["L"].to_numpy(float)
     y0 = table["mean"].to_numpy()[0]
@@ -541,7 +544,7 @@ def _fig_strong(table: pd.DataFrame, paths: list) -> None:
 def _fig_width(tabs: dict, paths: list) -> None:
     from matplotlib.figure import Figure
 
-    cells, weak = tabs["cells"], tabs["weak_L"]
+    cells = tabs["cells"]
     fig = Figure(figsize=(12, 4))
     ax1, ax2, ax3 = fig.subplots(1, 3)
     for L, sub in cells[cells["width"] != "inf"].groupby("L"):
@@ -575,7 +578,6 @@ def _fig_width(tabs: dict, paths: list) -> None:
     fig.tight_layout()
     for p in paths:
         fig.savefig(p, dpi=110)
-    del weak
 
 
 def write_depth_outputs(res: DepthStudyResult, out_dir) -> dict:
