@@ -674,7 +674,6 @@ def _fig_energy(res: SyncStudyResult, paths: list) -> None:
         a.set_ylim(bottom=1e-12)
         a.legend(fontsize=8)
     r = res.rates
-    att = r[r["attention"]]
     x = np.arange(len(r))
     labels = [f"β={b:g}" if a else "noise" for b, a in zip(r["beta"], r["attention"])]
     ax3.errorbar(x - 0.1, r["rate_mean"], yerr=[r["rate_mean"] - r["ci_low"], r["ci_high"] - r["rate_mean"]],
@@ -685,7 +684,6 @@ def _fig_energy(res: SyncStudyResult, paths: list) -> None:
     ax3.set_ylabel("decay rate")
     ax3.set_title("decay rates vs β")
     ax3.legend(fontsize=7)
-    del att
     fig.tight_layout()
     for p in paths:
         fig.savefig(p, dpi=110)
