@@ -12,6 +12,7 @@ from meanfield.runner import run_study
 from meanfield.studies.synchronisation import (
     energy_rates,
     fit_decay_rate,
+    lyapunov_step,
     lyapunov_table,
     make_energy_study,
     sync_config,
@@ -30,9 +31,14 @@ def test_lyapunov_relu_d3_within_3se():
 
 
 def test_lyapunov_positive_case_within_3se():
-    """erf σ_w = 2, d = 8 (random-feature noise): λ_1 = +0.648 > 0, resolved as positive."""
+    """erf σ_w = 2, d = 8 (random-feature noise): λ_1 = +0.648 > 0, resolved as positive.
+
+    The step is the study's d-scaled one (lyapunov_step: 2^-5 / 4 at d = 8), since the O(dt)
+    bias of the non-refinable noise grows with d; t = 4 and 12 replicas, because with t = 2
+    and 8 replicas the SE itself is too uncertain for a 3-SE check."""
     kern = ActivationKernel("erf", sigma_w=2.0)
-    est = lyapunov_estimate(kern, 8, dt=2.0**-6, t_total=2.0, n_replicas=8, n_pairs=32, seed=12)
+    dt = lyapunov_step(2.0**-5, 8)
+    est = lyapunov_estimate(kern, 8, dt=dt, t_total=4.0, n_replicas=12, n_pairs=16, seed=12)
     print(f"\nerf d=8: {est.mean:.4f} ± {est.se:.4f} closed {est.closed_form:.4f}")
     assert est.closed_form == pytest.approx(lyapunov_exponent(kern, 8)) and est.closed_form > 0.6
     assert not est.richardson
