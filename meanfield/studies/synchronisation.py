@@ -94,7 +94,7 @@ SYNC_PRESETS: dict[str, dict] = {
         "energy": {"d": 3, "N": 64, "T": 24.0, "dt": 2.0**-5, "save_every": 0.5, "lmax": 8,
                    "betas": [0.0, 1.0, 4.0, 10.0], "noise_only": True, "replicas": 16, "t_fit": 4.0,
                    "activation": "relu"},
-        "spde": {"d": 3, "beta": 1.0, "lmax": 48, "noise_lmax": 8, "dt": 2.0**-6, "T": 1.0, "save_every": 0.125,
+        "spde": {"d": 3, "beta": 1.0, "lmax": 64, "noise_lmax": 8, "dt": 2.0**-6, "T": 0.5, "save_every": 0.0625,
                  "N": 4096, "kappa0": 2.0, "activation": "relu", "replicas": 2},
     },
     "full": {
