@@ -36,6 +36,7 @@ from meanfield.harmonics import legendre_d
 from meanfield.kernels import ActivationKernel, lyapunov_exponent
 from meanfield.noise import NoisePath, RandomFeatureNoise
 from meanfield.particles import Velocity, make_velocity, solve_particles
+from meanfield.sync import lyapunov_estimate
 from meanfield.transformer import Transformer
 
 RELU = ActivationKernel("relu")
@@ -236,39 +237,6 @@ def test_two_point_motion_law(d, beta, scheme):
 # --------------------------------------------------------------------------------------
 
 
-def _lyapunov_estimate(make_noise, d, n_seeds, n_pairs, t_total, hs, chunk, eps=1e-6):
-    """Rate of log-distance growth of pairs at distance eps, renormalised every ``chunk`` time.
-
-    For each seed, one noise source and one set of pairs is integrated with every step in
-    ``hs`` (so that, for a refinable path, the runs are coupled). Returns an array of
-    shape (n_seeds, len(hs)): per seed and step, the mean over pairs of
-    Σ log(r_end / r_start) / t_total.
-    """
-    out = np.zeros((n_seeds, len(hs)))
-    for seed in range(n_seeds):
-        rng = np.random.default_rng(seed)
-        noise = make_noise(seed)
-        base = unit_points(n_pairs, d, rng)
-        direc = rng.standard_normal((n_pairs, d))
-        direc -= np.einsum("ij,ij->i", base, direc)[:, None] * base
-        direc /= np.linalg.norm(direc, axis=1, keepdims=True)
-        for col, h in enumerate(hs):
-            x = np.concatenate([base, base * math.cos(eps) + direc * math.sin(eps)])
-            acc = np.zeros(n_pairs)
-            for j in range(round(t_total / chunk)):
-                sol = solve_particles(x, noise, 0.0, h, [(j + 1) * chunk], t0=j * chunk, attention="off")
-                a, b = sol.final[:n_pairs], sol.final[n_pairs:]
-                # geodesic distance from the chord, which keeps full precision at 1e-6
-                r = 2 * np.arcsin(0.5 * np.linalg.norm(b - a, axis=1))
-                acc += np.log(r / eps)
-                # restart the partner at distance eps along the current separation direction
-                u = b - np.einsum("ij,ij->i", a, b)[:, None] * a
-                u /= np.linalg.norm(u, axis=1, keepdims=True)
-                x = np.concatenate([a, a * math.cos(eps) + u * math.sin(eps)])
-            out[seed, col] = acc.mean() / t_total
-    return out
-
-
 def test_lyapunov_relu_s2():
     """ReLU noise on S^2 (λ_1 = -κ_σ(1) < 0): simulation vs closed form vs the 1-D two-point limit.
 
@@ -276,19 +244,13 @@ def test_lyapunov_relu_s2():
     h = 2^-5, i.e. comparable to one SE), so it is removed by Richardson extrapolation
     2 λ_{h/2} - λ_h on the same refinable paths and the same pairs; the check is then 3 SE.
     """
-    d, t_total, h = 3, 8.0, 2.0**-5
-    noises = {}
-
-    def make(seed):
-        noises[seed] = NoisePath(RELU, d, 8, seed=5000 + seed, t_max=t_total)
-        return noises[seed]
-
-    est = _lyapunov_estimate(make, d, n_seeds=16, n_pairs=64, t_total=t_total, hs=[h, h / 2], chunk=1.0)
-    mean, se = _mean_se(2 * est[:, 1] - est[:, 0])
-    k = noises[0].kernel
-    closed = lyapunov_exponent(k, d)
+    d = 3
+    est = lyapunov_estimate(RELU, d, dt=2.0**-5, t_total=8.0, chunk=1.0, n_replicas=16, n_pairs=64,
+                            richardson=True, lmax=8, seed=5000)
+    mean, se, closed = est.mean, est.se, est.closed_form
+    k = NoisePath(RELU, d, 8, seed=0).kernel
     one_d = lyapunov_from_two_point(k.kappa, k.kappa1, d)
-    print(f"\n§5.4 ReLU d=3: h, h/2 {est.mean(axis=0)}, extrapolated {mean:.4f} ± {se:.4f}, "
+    print(f"\n§5.4 ReLU d=3: h, h/2 {est.raw.mean(axis=0)}, extrapolated {mean:.4f} ± {se:.4f}, "
           f"closed {closed:.4f}, 1-D {one_d:.6f}")
     assert abs(closed - one_d) < 1e-6
     assert abs(mean - closed) <= 3 * se, (mean, se, closed)
@@ -300,14 +262,12 @@ def test_lyapunov_erf_d8_positive():
     (noise does not synchronise, SPEC §5.4). Finite-width random-feature noise (any d),
     width 256. RandomFeatureNoise is not refinable, so no Richardson: at h = 2^-5 and 2^-6
     the estimates were 0.60 ± 0.08 and 0.69 ± 0.04 (16 seeds), no bias above one SE."""
-    d, t_total, h = 8, 4.0, 2.0**-6
+    d = 8
     kern = ActivationKernel("erf", sigma_w=2.0)
-
-    def make(seed):
-        return RandomFeatureNoise(kern, d, width=256, seed=6000 + seed)
-
-    est = _lyapunov_estimate(make, d, n_seeds=16, n_pairs=64, t_total=t_total, hs=[h], chunk=1.0)[:, 0]
-    mean, se = _mean_se(est)
+    est = lyapunov_estimate(kern, d, dt=2.0**-6, t_total=4.0, chunk=1.0, n_replicas=16, n_pairs=64,
+                            width=256, seed=6000)
+    assert not est.richardson
+    mean, se = est.mean, est.se
     closed = lyapunov_exponent(kern, d)
     one_d = lyapunov_from_two_point(kern.kappa, kern.kappa1, d)
     print(f"\n§5.4 erf d=8: estimate {mean:.4f} ± {se:.4f} closed {closed:.4f} 1-D {one_d:.6f}")

@@ -11,7 +11,7 @@ import importlib
 import sys
 
 #: Subcommand modules, in the order ``meanfield --help`` lists them.
-SUBCOMMANDS: tuple[str, ...] = ("demo", "spde", "chaos")
+SUBCOMMANDS: tuple[str, ...] = ("demo", "spde", "chaos", "depth", "sync")
 
 
 def build_parser() -> argparse.ArgumentParser:

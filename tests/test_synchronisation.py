@@ -1,0 +1,131 @@
+"""Synchronisation (SPEC §5.4, §9): lyapunov_estimate and meanfield.studies.synchronisation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from meanfield.kernels import ActivationKernel, lyapunov_exponent, synchronises
+from meanfield.noise import NoisePath, RandomFeatureNoise
+from meanfield.runner import run_study
+from meanfield.studies.synchronisation import (
+    energy_rates,
+    fit_decay_rate,
+    lyapunov_step,
+    lyapunov_table,
+    make_energy_study,
+    sync_config,
+)
+from meanfield.sync import lyapunov_estimate
+
+
+def test_lyapunov_relu_d3_within_3se():
+    """ReLU on S^2: λ_1 = -κ_σ(1) ≈ -0.4998; NoisePath + Richardson in dt; 3 SE."""
+    est = lyapunov_estimate(ActivationKernel("relu"), 3, dt=2.0**-5, t_total=4.0, n_replicas=8, n_pairs=32, seed=11)
+    print(f"\nReLU d=3: {est.mean:.4f} ± {est.se:.4f} closed {est.closed_form:.4f}")
+    assert est.richardson and est.raw.shape == (8, 2)
+    assert est.agrees(3.0), est
+    assert est.mean < 0 and est.synchronises
+    assert abs(est.closed_form + 0.5) < 1e-3
+
+
+def test_lyapunov_positive_case_within_3se():
+    """erf σ_w = 2, d = 8 (random-feature noise): λ_1 = +0.648 > 0, resolved as positive.
+
+    The step is the study's d-scaled one (lyapunov_step: 2^-5 / 4 at d = 8), since the O(dt)
+    bias of the non-refinable noise grows with d; t = 4 and 12 replicas, because with t = 2
+    and 8 replicas the SE itself is too uncertain for a 3-SE check."""
+    kern = ActivationKernel("erf", sigma_w=2.0)
+    dt = lyapunov_step(2.0**-5, 8)
+    est = lyapunov_estimate(kern, 8, dt=dt, t_total=4.0, n_replicas=12, n_pairs=16, seed=12)
+    print(f"\nerf d=8: {est.mean:.4f} ± {est.se:.4f} closed {est.closed_form:.4f}")
+    assert est.closed_form == pytest.approx(lyapunov_exponent(kern, 8)) and est.closed_form > 0.6
+    assert not est.richardson
+    assert est.agrees(3.0), est
+    assert est.mean > 2 * est.se
+
+
+def test_lyapunov_estimate_bad_input():
+    relu = ActivationKernel("relu")
+    with pytest.raises(ValueError, match="refinable"):
+        lyapunov_estimate(relu, 5, richardson=True, t_total=1.0, n_replicas=2, n_pairs=2)
+    with pytest.raises(TypeError, match="noise must be"):
+        lyapunov_estimate("relu", 3)
+    with pytest.raises(ValueError, match="chunk / dt"):
+        lyapunov_estimate(relu, 3, dt=0.3, t_total=1.0)
+    with pytest.raises(ValueError, match="t_total / chunk"):
+        lyapunov_estimate(relu, 3, t_total=1.5, chunk=1.0)
+    with pytest.raises(ValueError):
+        lyapunov_estimate(relu, 3, n_replicas=1)
+    with pytest.raises(ValueError):
+        lyapunov_estimate(relu, 3, eps=0.5)
+    with pytest.raises(ValueError, match="d = 3, expected 2"):
+        lyapunov_estimate(lambda ss: NoisePath(relu, 3, 4, seed=ss, t_max=1.0), 2, t_total=1.0, n_replicas=2)
+
+
+def test_lyapunov_estimate_callable_noise():
+    """A callable noise factory is used as given (here RandomFeatureNoise in d = 4)."""
+    kern = ActivationKernel("linear")
+    est = lyapunov_estimate(lambda ss: RandomFeatureNoise(kern, 4, 64, seed=ss, t_max=1.0), 4, t_total=1.0,
+                            n_replicas=4, n_pairs=8, dt=2.0**-4, seed=0)
+    assert est.closed_form == pytest.approx(-1.0) and est.per_replica.shape == (4,)
+    assert "RandomFeatureNoise" in est.noise
+
+
+def test_energy_decays_where_noise_synchronises():
+    """ReLU d = 3 synchronises (λ_1 < 0): with attention (β = 1) E_β(μ_t) decreases for every replica,
+    and the fitted decay rate of E[E_β] is positive with a 95 % CI excluding 0."""
+    kern = ActivationKernel("relu")
+    assert synchronises(kern, 3)
+    cfg = sync_config("test", energy={"N": 16, "T": 8.0, "betas": [1.0], "noise_only": False, "replicas": 6,
+                                      "t_fit": 2.0})["energy"]
+    res = run_study(make_energy_study(cfg, root_seed=3), executor="serial", progress=False)
+    lam = lyapunov_exponent(NoisePath(kern, 3, cfg["lmax"]).kernel, 3)
+    rates = energy_rates(res, cfg, lam)
+    r = rates.iloc[0]
+    e = np.stack(res.arrays["energy"])
+    print(f"\nrate {r['rate_mean']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}], a.s. {r['as_rate']:.3f} ± {r['as_se']:.3f}")
+    assert r["decreased"] == 1.0
+    assert e.mean(axis=0)[-1] < 1e-3 * e.mean(axis=0)[0]
+    assert r["ci_excludes_0"] and r["ci_low"] > 0
+    assert r["as_theory"] == pytest.approx(2 * (1 - lam))
+
+
+def test_fit_decay_rate_exact_and_bad_input():
+    t = np.linspace(0, 5, 11)
+    rng = np.random.default_rng(0)
+    e = np.exp(-1.5 * t)[None, :] * rng.uniform(0.5, 1.5, (6, 1))
+    fit = fit_decay_rate(t, e)
+    assert fit["rate"] == pytest.approx(1.5) and fit["ci_low"] <= 1.5 <= fit["ci_high"]
+    with pytest.raises(ValueError, match="shape"):
+        fit_decay_rate(t, e[:, :-1])
+    with pytest.raises(ValueError, match="non-negative"):
+        fit_decay_rate(t, -e)
+    with pytest.raises(ValueError, match="fewer than 3"):
+        fit_decay_rate(t, e, t_fit=4.5)
+
+
+def test_lyapunov_table_verdicts():
+    frame = pd.DataFrame({
+        "activation": ["relu", "tanh", "tanh"], "d": [3, 20, 16], "replica": [0, 0, 0],
+        "closed_form": [-0.5, 0.2, 0.06], "estimate": [-0.45, 0.25, 0.01], "se": [0.05, 0.02, 0.03],
+        "z": [1.0, 2.5, -1.67], "noise": ["NoisePath", "RF", "RF"],
+    })
+    tab = lyapunov_table(frame)
+    assert tab["sync_closed"].tolist() == ["yes", "no", "no"]
+    assert tab["sync_sim"].tolist() == ["yes", "no", "unresolved"]
+    assert tab["threshold"].iloc[1] == pytest.approx(19 / 17)
+
+
+def test_sync_config_bad_input():
+    with pytest.raises(ValueError, match="preset"):
+        sync_config("nope")
+    with pytest.raises(ValueError, match="unknown activations"):
+        sync_config("test", lyapunov={"activations": ["softplus"]})
+    with pytest.raises(ValueError, match="t_fit"):
+        sync_config("test", energy={"t_fit": 100.0})
+    with pytest.raises(ValueError, match="save_every"):
+        sync_config("test", energy={"save_every": 0.3})
+    with pytest.raises(ValueError, match="unknown energy parameters"):
+        sync_config("test", energy={"gamma": 1})
