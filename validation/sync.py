@@ -50,7 +50,7 @@ def main() -> None:
         f"1e-6 renormalised every time unit, t = {lc['t_total']}, {lc['n_replicas']} noise replicas × "
         f"{lc['n_pairs']} pairs, dt = {lc['dt']:.4g} for d <= 3 and dt / 2^ceil(log2((d-1)/2)) for d > 3 "
         "(`lyapunov_step`: one step moves a token by about (d-1) κ(1) dt, so the O(dt) bias grows with d; "
-        "the dt of each cell is in the table). d <= 3: NoisePath of degree {lc['lmax']} with Richardson "
+        f"the dt of each cell is in the table). d <= 3: NoisePath of degree {lc['lmax']} with Richardson "
         f"extrapolation in dt (closed form of the truncated kernel); d >= 4: finite-width random-feature "
         f"noise (m = {lc['width']}, exact covariance κ, fresh weights every step; not refinable, so no "
         "Richardson and an O(dt) bias remains). Simulated verdict: yes if mean + 2 SE < 0, no if mean - 2 SE > 0.",
