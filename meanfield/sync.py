@@ -211,7 +211,7 @@ class LyapunovEstimate:
         return (self.mean - self.closed_form) / self.se if self.se > 0 else math.inf
 
     def agrees(self, n_se: float = 3.0) -> bool:
-        """Whether |mean - closed_form| <= n_se · se."""
+        """Whether ``|mean - closed_form| <= n_se * se``."""
         return abs(self.mean - self.closed_form) <= n_se * self.se
 
     @property

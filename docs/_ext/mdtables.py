@@ -7,7 +7,8 @@ Usage::
        :index: 0
 
 ``:section:`` selects the first ``## `` heading that starts with the given text and
-``:index:`` the n-th pipe table under it (default 0). The table is rendered as a docutils
+``:index:`` the n-th pipe table under it (default 0). Without ``:section:`` the tables of
+the whole file are counted (for result files that hold bare tables without headings). The table is rendered as a docutils
 table, so a regenerated result file updates the documentation without editing it.
 """
 
@@ -27,13 +28,13 @@ def _is_rule(cells: list[str]) -> bool:
     return all(c and set(c) <= set("-: ") for c in cells)
 
 
-def read_tables(path: Path, section: str) -> list[list[list[str]]]:
-    """The pipe tables under the first ``## `` heading starting with ``section``."""
+def read_tables(path: Path, section: str | None) -> list[list[list[str]]]:
+    """The pipe tables under the first ``## `` heading starting with ``section`` (all if None)."""
     tables: list[list[list[str]]] = []
-    inside = False
+    inside = section is None
     current: list[list[str]] | None = None
     for line in path.read_text(encoding="utf-8").splitlines():
-        if line.startswith("## "):
+        if section is not None and line.startswith("## "):
             if inside:
                 break
             inside = line[3:].startswith(section)
@@ -60,11 +61,12 @@ class MarkdownTable(Directive):
         env = self.state.document.settings.env
         rel, path = env.relfn2path(self.arguments[0])
         env.note_dependency(rel)
-        section = self.options["section"]
+        section = self.options.get("section")
         index = self.options.get("index", 0)
         tables = read_tables(Path(path), section)
         if index >= len(tables):
-            raise self.error(f"{self.arguments[0]}: no table {index} under a heading starting with {section!r}")
+            where = "in the file" if section is None else f"under a heading starting with {section!r}"
+            raise self.error(f"{self.arguments[0]}: no table {index} {where}")
         rows = tables[index]
         ncols = len(rows[0])
         table = nodes.table(classes=["md-table"])

@@ -12,7 +12,7 @@ compares at time T
 
 through three errors, each averaged over replicas (independent noise paths and samples):
 
-(a) synchronous coupling  e_a(N) = sqrt( (1/N) Σ_i |X_i(T) - X̄_i(T)|² )  (chordal, in R^d),
+(a) synchronous coupling  ``e_a(N) = sqrt( (1/N) Σ_i |X_i(T) - X̄_i(T)|² )``  (chordal, in R^d),
     where X̄_i(0) = X_i(0) and X̄_i <- Π(X̄_i + h v[ρ_n](X̄_i) + ΔW_n(X̄_i)) follows the same
     noise with the SPDE velocity (:meth:`SPDESolution.velocity`); theory O(N^{-1/2});
 (b) e_b(N) = W_2(μ^N_T, ρ_T), geodesic, exact optimal transport against ρ_T given as
@@ -25,7 +25,7 @@ through three errors, each averaged over replicas (independent noise paths and s
     -1/2 + 1/(2 ln N) lies in the band [-1/2, -1/2 + 1/(2 ln N_min)] over N >= N_min;
     the S^2 verdict accepts a slope CI that meets this band (theory slope = band centre,
     tolerance = band half-width);
-(c) e_c(N) = max_k |<μ^N_T, Y_k> - <ρ_T, Y_k>| over the real orthonormal harmonics Y_k of
+(c) ``e_c(N) = max_k |<μ^N_T, Y_k> - <ρ_T, Y_k>|`` over the real orthonormal harmonics Y_k of
     degree <= 2 (the degree-0 term vanishes); theory O(N^{-1/2}).
 
 The SPDE discretisation error is measured on every replica by solving again at degree

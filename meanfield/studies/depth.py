@@ -7,7 +7,7 @@ Three measurements, all with softmax attention (Q = K = V = I) and ReLU MLP nois
    :class:`~meanfield.noise.NoisePath` over [lT/L, (l+1)T/L]; the reference is the particle
    SDE (projected Euler) on the *same* path with a much finer step T / 2^k. The error is
 
-       e_L = sqrt( mean_i |X_i^L - X_i^ref|² )        (RMS over tokens, one path),
+       ``e_L = sqrt( mean_i |X_i^L - X_i^ref|² )``        (RMS over tokens, one path),
 
    averaged over replicas (paths and initial clouds). Each layer is one projected Euler
    step x <- Π(x + α1 A + ΔW(x)) with the field evaluated at the current point only: the
@@ -200,7 +200,7 @@ def strong_depth_task(params: dict, seed: np.random.SeedSequence) -> dict:
     Returns
     -------
     dict
-        ``err_L<L>`` (RMS over tokens of |X_L - X_ref|) for each L, ``kept_fraction``,
+        ``err_L<L>`` (RMS over tokens of ``|X_L - X_ref|``) for each L, ``kept_fraction``,
         ``ref_seconds``, ``transformer_seconds``.
     """
     from ..noise import NoisePath

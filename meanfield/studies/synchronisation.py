@@ -13,7 +13,7 @@ Three measurements:
 2. **Energy decay** along particle runs (d = 3, N iid uniform tokens, ReLU noise path,
    softmax attention at several β, plus a noise-only run without attention). Along each
    run: the gap energy E_β(μ_t) = (1/2β) ∫∫ (e^β - e^{β<x,y>}) dμ dμ and the variance
-   1 - |∫ x dμ|². Two rates are fitted per β:
+   ``1 - |∫ x dμ|²``. Two rates are fitted per β:
 
    * the decay rate of the **mean** E[E_β(μ_t)] over replicas (least squares of
      log mean E on the late window t >= t_fit, above the round-off floor), with a
@@ -79,6 +79,8 @@ ACTIVATIONS: dict[str, tuple[str, float]] = {
     "linear": ("linear", 1.0),
 }
 
+#: Presets of :func:`run_sync_study` (``test``, ``quick``, ``full``): per part
+#: (``lyapunov``, ``energy``, ``spde``) the parameters of its study; see :func:`sync_config`.
 SYNC_PRESETS: dict[str, dict] = {
     "test": {
         "lyapunov": {"activations": ["relu", "erf(sw=2)"], "dims": [3, 8], "t_total": 2.0, "dt": 2.0**-5,
@@ -181,7 +183,7 @@ def _check_energy(c: dict) -> None:
 def lyapunov_step(dt: float, d: int) -> float:
     """Step of the Lyapunov estimate in dimension d: dt / 2^ceil(log2((d-1)/2)) for d > 3.
 
-    One projected Euler step moves a token by |P_x ΔW|² ≈ (d-1) κ(1) h, so the O(h) bias of
+    One projected Euler step moves a token by ``|P_x ΔW|²`` ≈ (d-1) κ(1) h, so the O(h) bias of
     the estimate grows with d at fixed h (with dt = 2^-5 it was 5-30 SE at d = 16, 20 for the
     linear and erf kernels). Halving the step whenever (d-1)/2 doubles keeps (d-1) h
     roughly constant; d <= 3 is unchanged (and Richardson-extrapolated there).
@@ -230,9 +232,9 @@ def lyapunov_task(params: dict, seed: np.random.SeedSequence) -> dict:
 
 
 def energy_task(params: dict, seed: np.random.SeedSequence) -> dict:
-    """One particle run: E_β(μ_t), 1 - |∫x dμ_t|² and the number of clusters at the saved times.
+    """One particle run: E_β(μ_t), ``1 - |∫x dμ_t|²`` and the number of clusters at the saved times.
 
-    ``attention=False`` runs the noise only (and reports E_0 = ½(1 - |∫x dμ|²) scaled
+    ``attention=False`` runs the noise only (and reports E_0 = ½(``1 - |∫x dμ|²``) scaled
     like E_β at the task's β: for β = 0 it is the variance / 2).
 
     Returns
@@ -264,7 +266,7 @@ def energy_task(params: dict, seed: np.random.SeedSequence) -> dict:
 
 
 def signed_gap_energy(x, w, beta: float) -> tuple[float, float]:
-    """E_β and 1 - |∫x dμ|² of a weighted cloud whose weights may be negative (a truncated density).
+    """E_β and ``1 - |∫x dμ|²`` of a weighted cloud whose weights may be negative (a truncated density).
 
     E_β(μ) = (e^β / 2β) Σ_ij w_i w_j (1 - e^{β(<x_i,x_j> - 1)}) (½ Σ w_i w_j (1 - <x_i, x_j>) at
     β = 0), blocked over rows; :func:`meanfield.attention.gap_energy` refuses negative weights.
@@ -366,7 +368,7 @@ def spde_table(result) -> pd.DataFrame:
     """Long table of the SPDE-vs-particles energy curves: one row per (replica, saved time).
 
     Columns ``replica, t, energy_spde, energy_particles, variance_spde, variance_particles,
-    rel_diff_energy`` (|E_spde - E_particles| / E_spde; NaN after the SPDE's last resolved time).
+    rel_diff_energy`` (``|E_spde - E_particles| / E_spde``; NaN after the SPDE's last resolved time).
     """
     rows = []
     for k, (_, r) in enumerate(result.frame.iterrows()):
@@ -525,7 +527,7 @@ def energy_rates(result, config: dict, lambda1: float) -> pd.DataFrame:
     -------
     DataFrame
         ``beta, attention, rate_mean, ci_low, ci_high, ci_excludes_0, rate_var`` (same fit
-        on the variance 1 - |∫x dμ|²), ``as_rate, as_se, n_as`` (replicas that reached one
+        on the variance ``1 - |∫x dμ|²``), ``as_rate, as_se, n_as`` (replicas that reached one
         cluster), ``as_theory, decreased`` (fraction of replicas with E(T) < E(0)),
         ``sync_fraction`` (one cluster at T).
     """
