@@ -16,6 +16,7 @@ truncation of the Hermite series.
 
 from __future__ import annotations
 
+import abc
 import math
 from dataclasses import dataclass
 from typing import Callable
@@ -91,11 +92,16 @@ class HarmonicCoefficients:
         return kept / (kept + self.truncation)
 
 
-class _KernelBase:
+class _KernelBase(abc.ABC):
     """Shared interface: ``kappa(t)``, ``dkappa(t)``, ``kappa1``, ``dkappa1``."""
 
-    def kappa(self, t):  # pragma: no cover - interface
-        raise NotImplementedError
+    @abc.abstractmethod
+    def kappa(self, t):
+        """κ(t) for t in [-1, 1]."""
+
+    @abc.abstractmethod
+    def dkappa(self, t):
+        """κ'(t) for t in [-1, 1]."""
 
     @property
     def kappa1(self) -> float:

@@ -48,6 +48,7 @@ returning an unresolved solution (SPEC §6).
 
 from __future__ import annotations
 
+import abc
 import json
 import math
 import numbers
@@ -174,7 +175,7 @@ def _lmax_from_size(d: int, size: int, dtype) -> int | None:
 # ----------------------------------------------------------------------------------------
 
 
-class _InitialCondition:
+class _InitialCondition(abc.ABC):
     """Common interface: ``density(x)``, ``sample(n, seed)``, ``coefficients(lmax)`` and ``d``."""
 
     d: int
@@ -182,14 +183,17 @@ class _InitialCondition:
     def __call__(self, x) -> np.ndarray:
         return self.density(x)
 
-    def density(self, x) -> np.ndarray:  # pragma: no cover - interface
-        raise NotImplementedError
+    @abc.abstractmethod
+    def density(self, x) -> np.ndarray:
+        """ρ0 at points x of shape (N, d)."""
 
-    def sample(self, n: int, seed=None) -> np.ndarray:  # pragma: no cover - interface
-        raise NotImplementedError
+    @abc.abstractmethod
+    def sample(self, n: int, seed=None) -> np.ndarray:
+        """n iid samples of ρ0, shape (n, d)."""
 
-    def coefficients(self, lmax: int) -> np.ndarray:  # pragma: no cover - interface
-        raise NotImplementedError
+    @abc.abstractmethod
+    def coefficients(self, lmax: int) -> np.ndarray:
+        """Exact harmonic coefficients of ρ0 up to degree lmax."""
 
     def _check_x(self, x) -> np.ndarray:
         x = np.asarray(x, dtype=np.float64)
