@@ -57,6 +57,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ._presets import preset_config
 from .._validate import as_float, as_int
 
 __all__ = [
@@ -121,16 +122,7 @@ def depth_config(preset: str = "quick", **overrides) -> dict:
     >>> depth_config("test")["strong"]["L_values"]
     [4, 16, 64]
     """
-    if preset not in DEPTH_PRESETS:
-        raise ValueError(f"preset must be one of {sorted(DEPTH_PRESETS)}, got {preset!r}")
-    cfg = {k: dict(v) for k, v in DEPTH_PRESETS[preset].items()}
-    for part, values in overrides.items():
-        if part not in cfg:
-            raise ValueError(f"override must be 'strong' or 'width', got {part!r}")
-        unknown = set(values) - set(cfg[part])
-        if unknown:
-            raise ValueError(f"unknown {part} parameters {sorted(unknown)}; allowed {sorted(cfg[part])}")
-        cfg[part].update(values)
+    cfg = preset_config(DEPTH_PRESETS, preset, overrides)
     _check_strong(cfg["strong"])
     _check_width(cfg["width"])
     return cfg

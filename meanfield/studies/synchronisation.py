@@ -48,6 +48,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ._presets import preset_config
 from .._validate import as_float, as_int
 
 __all__ = [
@@ -125,16 +126,7 @@ def sync_config(preset: str = "quick", **overrides) -> dict:
     >>> sync_config("test")["energy"]["betas"]
     [0.0, 4.0]
     """
-    if preset not in SYNC_PRESETS:
-        raise ValueError(f"preset must be one of {sorted(SYNC_PRESETS)}, got {preset!r}")
-    cfg = {k: dict(v) for k, v in SYNC_PRESETS[preset].items()}
-    for part, values in overrides.items():
-        if part not in cfg:
-            raise ValueError(f"override must be 'lyapunov', 'energy' or 'spde', got {part!r}")
-        unknown = set(values) - set(cfg[part])
-        if unknown:
-            raise ValueError(f"unknown {part} parameters {sorted(unknown)}; allowed {sorted(cfg[part])}")
-        cfg[part].update(values)
+    cfg = preset_config(SYNC_PRESETS, preset, overrides)
     _check_lyapunov(cfg["lyapunov"])
     _check_energy(cfg["energy"])
     return cfg
