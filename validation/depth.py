@@ -19,10 +19,6 @@ from meanfield.studies.depth import STRONG_TOLERANCE, WIDTH_TOLERANCE, run_depth
 HERE = Path(__file__).resolve().parent / "depth"
 
 
-def _md(df) -> str:
-    return to_markdown(df)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--workers", type=int, default=2)
@@ -78,12 +74,12 @@ def main() -> None:
         "Finite-width cells use independent random streams; the Gaussian cells of different L share their "
         "Brownian paths (so the weak error in L of section 3 is a paired difference).",
         "",
-        _md(res.width["cells"]),
+        to_markdown(res.width["cells"]),
         "",
         "Slope of log|Δg| against log m (parametric bootstrap 95 % CI; theory -1 from the O(1/m) excess "
         f"kurtosis of a finite-width layer; tolerance {WIDTH_TOLERANCE}):",
         "",
-        _md(fits),
+        to_markdown(fits),
         "",
     ]
     for _, r in fits.iterrows():
@@ -98,7 +94,7 @@ def main() -> None:
         "",
         "## 3. Weak error in L (Gaussian layers, paired) and the iterated limits",
         "",
-        _md(weak),
+        to_markdown(weak),
         "",
     ]
     if "slope" in weak:
@@ -113,7 +109,7 @@ def main() -> None:
         )
     lines += [
         "",
-        _md(lim),
+        to_markdown(lim),
         "",
         f"The two iterated limits {'agree' if lim.attrs.get('agree') else 'DO NOT agree'} within the 95 % CI "
         f"of their difference ({lim['g'].iloc[2]:.4f} ± {lim['ci95'].iloc[2]:.4f}).",

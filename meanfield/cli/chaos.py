@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from .execution import add_execution_arguments, execution_kwargs, report_location
+from .execution import add_execution_arguments, add_preset_arguments, execution_kwargs, report_location
 
 __all__ = ["register", "main"]
 
@@ -37,19 +37,15 @@ def register(subparsers) -> argparse.ArgumentParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    size = p.add_mutually_exclusive_group()
-    size.add_argument("--quick", dest="preset", action="store_const", const="quick",
-                      help="quick preset: N = 2^6..2^12, 8 replicas (default)")
-    size.add_argument("--full", dest="preset", action="store_const", const="full",
-                      help="full preset: N up to 2^16 on S^1 and 2^14 on S^2, 32 replicas (hours)")
-    size.add_argument("--preset", dest="preset", choices=sorted(PRESETS), help="any preset by name")
+    add_preset_arguments(p, PRESETS, quick_help="quick preset: N = 2^6..2^12, 8 replicas (default)",
+                         full_help="full preset: N up to 2^16 on S^1 and 2^14 on S^2, 32 replicas (hours)")
     p.add_argument("--sphere", choices=("1", "2", "both"), default="both",
                    help="S^1, S^2 or both (default both)")
     p.add_argument("--replicas", type=int, default=None, help="override the preset's number of replicas")
     p.add_argument("--seed", type=int, default=0, help="root seed of the study (default 0)")
     p.add_argument("--out", default="chaos-out", help="output directory (default: chaos-out/)")
     add_execution_arguments(p)
-    p.set_defaults(func=main, preset=None)
+    p.set_defaults(func=main)
     return p
 
 
@@ -58,7 +54,7 @@ def main(args) -> int:
     from meanfield.studies.chaos import analyse_chaos, chaos_study, write_chaos_outputs
     from meanfield.runner import run_study
 
-    preset = args.preset or "quick"
+    preset = args.preset
     study = chaos_study(preset, args.sphere, replicas=args.replicas, root_seed=args.seed)
     start = time.perf_counter()
     result = run_study(study, **execution_kwargs(args))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from meanfield.cli.execution import add_execution_arguments, execution_kwargs, report_location
+from meanfield.cli.execution import add_execution_arguments, add_preset_arguments, execution_kwargs, report_location
 
 
 def register(subparsers) -> argparse.ArgumentParser:
@@ -21,15 +21,14 @@ def register(subparsers) -> argparse.ArgumentParser:
         help="strong error in depth L, error in law in width m, (L, m) iterated limits",
         description="Depth/width convergence of the discrete transformer to the limiting SDE (SPEC §9, Thm 1.1).",
     )
-    size = p.add_mutually_exclusive_group()
-    size.add_argument("--quick", dest="preset", action="store_const", const="quick",
-                      help="quick preset (default; a few minutes on 2 cores)")
-    size.add_argument("--full", dest="preset", action="store_const", const="full", help="full preset (long)")
-    size.add_argument("--test", dest="preset", action="store_const", const="test", help="tiny preset (seconds)")
+    from meanfield.studies.depth import DEPTH_PRESETS
+
+    add_preset_arguments(p, DEPTH_PRESETS, quick_help="quick preset (default; a few minutes on 2 cores)",
+                         full_help="full preset (long)")
     p.add_argument("--out", default="depth_results", metavar="DIR", help="output directory (default: depth_results)")
     p.add_argument("--seed", type=int, default=0, help="root seed of the studies (default 0)")
     add_execution_arguments(p)
-    p.set_defaults(func=run, preset="quick")
+    p.set_defaults(func=run)
     return p
 
 

@@ -35,6 +35,32 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def add_preset_arguments(parser: argparse.ArgumentParser, presets, *, quick_help: str, full_help: str,
+                         default: str = "quick") -> argparse.ArgumentParser:
+    """Add the mutually exclusive preset choice of a study subcommand.
+
+    ``--quick`` and ``--full`` select those presets, ``--test`` the ``"test"`` preset when
+    the study has one, and ``--preset NAME`` any preset by name; ``args.preset`` defaults
+    to ``default``.
+
+    Examples
+    --------
+    >>> p = add_preset_arguments(argparse.ArgumentParser(), ["quick", "full"],
+    ...                          quick_help="quick", full_help="full")
+    >>> p.parse_args([]).preset, p.parse_args(["--full"]).preset
+    ('quick', 'full')
+    """
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", dest="preset", action="store_const", const="quick", help=quick_help)
+    size.add_argument("--full", dest="preset", action="store_const", const="full", help=full_help)
+    if "test" in presets:
+        size.add_argument("--test", dest="preset", action="store_const", const="test",
+                          help="test preset (seconds)")
+    size.add_argument("--preset", dest="preset", choices=sorted(presets), help="any preset by name")
+    parser.set_defaults(preset=default)
+    return parser
+
+
 def add_execution_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add the study execution options to a subcommand's parser.
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from meanfield.cli.execution import add_execution_arguments, execution_kwargs, report_location
+from meanfield.cli.execution import add_execution_arguments, add_preset_arguments, execution_kwargs, report_location
 
 
 def register(subparsers) -> argparse.ArgumentParser:
@@ -22,16 +22,15 @@ def register(subparsers) -> argparse.ArgumentParser:
         help="Lyapunov exponents (activation x d) and decay of the gap energy vs beta",
         description="Synchronisation by common noise and attention (SPEC §5.4, §9).",
     )
-    size = p.add_mutually_exclusive_group()
-    size.add_argument("--quick", dest="preset", action="store_const", const="quick",
-                      help="quick preset (default; a few minutes on 2 cores)")
-    size.add_argument("--full", dest="preset", action="store_const", const="full", help="full preset (long)")
-    size.add_argument("--test", dest="preset", action="store_const", const="test", help="tiny preset")
+    from meanfield.studies.synchronisation import SYNC_PRESETS
+
+    add_preset_arguments(p, SYNC_PRESETS, quick_help="quick preset (default; a few minutes on 2 cores)",
+                         full_help="full preset (long)")
     p.add_argument("--out", default="sync_results", metavar="DIR", help="output directory (default: sync_results)")
     p.add_argument("--seed", type=int, default=0, help="root seed of the studies (default 0)")
     p.add_argument("--only", choices=("lyapunov", "energy", "spde"), default=None, help="run one part only")
     add_execution_arguments(p)
-    p.set_defaults(func=run, preset="quick")
+    p.set_defaults(func=run)
     return p
 
 
