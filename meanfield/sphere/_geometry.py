@@ -1,0 +1,115 @@
+"""Points, projections and frames on the unit sphere S^{d-1} ⊂ R^d, for every d."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = [
+    "sphere_area",
+    "project",
+    "tangent_project",
+    "cart_to_angles",
+    "angles_to_cart",
+    "tangent_frame",
+    "sample_uniform",
+]
+
+
+def sphere_area(d: int) -> float:
+    """Surface area ``|S^{d-1}|`` = 2 π^{d/2} / Γ(d/2) of the unit sphere in R^d.
+
+    Examples
+    --------
+    >>> round(sphere_area(3) / math.pi, 12)
+    4.0
+    """
+    return 2.0 * math.pi ** (d / 2) / math.gamma(d / 2)
+
+
+def project(z: np.ndarray) -> np.ndarray:
+    """Layer normalisation Π(z) = z / ``|z|`` row by row, shape (N, d) -> (N, d).
+
+    Examples
+    --------
+    >>> project(np.array([[3.0, 4.0]]))
+    array([[0.6, 0.8]])
+    """
+    return z / np.linalg.norm(z, axis=1, keepdims=True)
+
+
+def tangent_project(x: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """P_x v = v - <x, v> x, row by row; shapes (N, d).
+
+    Examples
+    --------
+    >>> tangent_project(np.array([[1.0, 0.0]]), np.array([[2.0, 3.0]]))
+    array([[0., 3.]])
+    """
+    return v - np.einsum("ij,ij->i", x, v)[:, None] * x
+
+
+def cart_to_angles(x: np.ndarray) -> np.ndarray:
+    """Angles of points on S^1 or S^2.
+
+    S^1: returns θ in [0, 2π), shape (N,). S^2: returns ``loc`` of shape (N, 2) with
+    colatitude in [0, π] and longitude in [0, 2π), the layout ducc0 expects.
+
+    Examples
+    --------
+    >>> cart_to_angles(np.array([[0.0, 0.0, 1.0]])).tolist()
+    [[0.0, 0.0]]
+    """
+    x = np.asarray(x, dtype=np.float64)
+    lon = np.mod(np.arctan2(x[:, 1], x[:, 0]), 2 * np.pi)
+    if x.shape[1] == 2:
+        return lon
+    colat = np.arctan2(np.hypot(x[:, 0], x[:, 1]), x[:, 2])
+    return np.stack([colat, lon], axis=1)
+
+
+def angles_to_cart(angles: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`cart_to_angles`: θ (N,) -> (N, 2) or (colat, lon) (N, 2) -> (N, 3).
+
+    Examples
+    --------
+    >>> angles_to_cart(np.array([0.0])).tolist()
+    [[1.0, 0.0]]
+    """
+    a = np.asarray(angles, dtype=np.float64)
+    if a.ndim == 1:
+        return np.stack([np.cos(a), np.sin(a)], axis=1)
+    st = np.sin(a[:, 0])
+    return np.stack([st * np.cos(a[:, 1]), st * np.sin(a[:, 1]), np.cos(a[:, 0])], axis=1)
+
+
+def tangent_frame(loc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Unit vectors (e_θ, e_φ), each (N, 3), at points given by (colatitude, longitude).
+
+    ducc0's spin-1 maps hold the [θ, φ] components of a tangent field in this frame.
+
+    Examples
+    --------
+    >>> e_t, e_p = tangent_frame(np.array([[np.pi / 2, 0.0]]))
+    >>> np.round(e_t, 12).tolist(), e_p.tolist()
+    ([[0.0, 0.0, -1.0]], [[-0.0, 1.0, 0.0]])
+    """
+    ct, st = np.cos(loc[:, 0]), np.sin(loc[:, 0])
+    cp, sp = np.cos(loc[:, 1]), np.sin(loc[:, 1])
+    e_theta = np.stack([ct * cp, ct * sp, -st], axis=1)
+    e_phi = np.stack([-sp, cp, np.zeros_like(cp)], axis=1)
+    return e_theta, e_phi
+
+
+def sample_uniform(n: int, d: int, rng: np.random.Generator) -> np.ndarray:
+    """n iid uniform points on S^{d-1} (normalised standard Gaussians), shape (n, d).
+
+    Examples
+    --------
+    >>> x = sample_uniform(5, 4, np.random.default_rng(0))
+    >>> x.shape, bool(np.allclose(np.linalg.norm(x, axis=1), 1.0))
+    ((5, 4), True)
+    """
+    z = rng.standard_normal((n, d))
+    return z / np.linalg.norm(z, axis=1, keepdims=True)
