@@ -22,7 +22,7 @@ import numpy as np
 from scipy import special
 
 from ._validate import as_float, as_int, as_matrix, as_points
-from .harmonics import harmonic_dimension, sphere_area
+from .sphere import basis, harmonic_dimension, sphere_area, tangent_project
 
 __all__ = [
     "softmax_attention",
@@ -37,11 +37,6 @@ __all__ = [
 
 #: Default number of query rows per block: the logits block is block × N float64.
 DEFAULT_BLOCK = 512
-
-
-def tangent_project(x: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """P_x v = v - <x, v> x, row by row; shapes (N, d)."""
-    return v - np.einsum("ij,ij->i", x, v)[:, None] * x
 
 
 def softmax_attention(
@@ -231,12 +226,6 @@ def gap_energy(x, beta: float, weights=None, *, _plus: bool = False) -> float:
     return math.exp(beta) / (2 * beta) * acc
 
 
-def _nthreads() -> int:
-    import os
-
-    return max(1, min(os.cpu_count() or 1, 8))
-
-
 def convolution_velocity(coeffs: np.ndarray, beta: float, x, *, d: int, lmax: int, epsilon: float = 1e-13):
     """Attention velocity of a measure given by its harmonic coefficients (SPEC §4, Q = K = V = I).
 
@@ -265,40 +254,9 @@ def convolution_velocity(coeffs: np.ndarray, beta: float, x, *, d: int, lmax: in
     conv : ndarray, shape (N,)
         e^{-β} (K_β * ρ)(x_i), the (scaled) softmax denominator.
     """
-    from .harmonics import alm_index, cart_to_angles, real_basis, tangent_frame
-
     beta = as_float(beta, "beta", min_value=0.0, strict_min=True)
     x = np.asarray(x, dtype=np.float64)
-    lam = attention_eigenvalues(d, beta, lmax)
-    if d == 2:
-        ks = np.concatenate([[0], np.repeat(np.arange(1, lmax + 1), 2)])
-        c = lam[ks] * np.asarray(coeffs, dtype=np.float64)
-        # d/dθ maps (cos kθ, sin kθ) coefficients (p, q) to (k q, -k p)
-        dc = np.zeros_like(c)
-        k = np.arange(1, lmax + 1)
-        dc[1::2] = k * c[2::2]
-        dc[2::2] = -k * c[1::2]
-        conv = np.empty(x.shape[0])
-        dtheta = np.empty(x.shape[0])
-        block = max(1, 2**22 // c.size)
-        for s in range(0, x.shape[0], block):
-            B = real_basis(2, lmax, x[s : s + block])
-            conv[s : s + block] = B @ c
-            dtheta[s : s + block] = B @ dc
-        e_theta = np.stack([-x[:, 1], x[:, 0]], axis=1)
-        return (dtheta / (beta * conv))[:, None] * e_theta, conv
-    if d != 3:
-        raise ValueError(f"d must be 2 or 3 for the spectral velocity, got {d}")
-    import ducc0
-
-    loc = cart_to_angles(x)
-    ell = np.concatenate([np.arange(m, lmax + 1) for m in range(lmax + 1)])
-    alm = (lam[ell] * np.asarray(coeffs))[None, :].astype(np.complex128)
-    conv = ducc0.sht.synthesis_general(alm=alm, spin=0, lmax=lmax, loc=loc, epsilon=epsilon, nthreads=_nthreads())[0]
-    grad = ducc0.sht.synthesis_general(
-        alm=alm, spin=1, lmax=lmax, loc=loc, epsilon=epsilon,
-        nthreads=_nthreads(), mode="DERIV1",
-    )
-    e_theta, e_phi = tangent_frame(loc)
-    vel = (grad[0][:, None] * e_theta + grad[1][:, None] * e_phi) / (beta * conv)[:, None]
-    return vel, conv
+    b = basis(d, lmax)
+    lc = attention_eigenvalues(d, beta, lmax)[b.ell] * np.asarray(coeffs, dtype=b.state_dtype)
+    conv = b.evaluate(lc, x, epsilon=epsilon)
+    return b.gradient_at(lc, x, epsilon=epsilon) / (beta * conv)[:, None], conv

@@ -27,7 +27,7 @@ from scipy import integrate, special
 from ._validate import as_float, as_int
 from .harmonics import harmonic_dimension, legendre_d, sphere_area, zonal, zonal_derivative
 
-__all__ = ["ActivationKernel", "SpectralKernel", "HarmonicCoefficients", "lyapunov_exponent", "synchronises"]
+__all__ = ["Kernel", "ActivationKernel", "SpectralKernel", "HarmonicCoefficients", "lyapunov_exponent", "synchronises"]
 
 _SQRT2 = math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -92,8 +92,13 @@ class HarmonicCoefficients:
         return kept / (kept + self.truncation)
 
 
-class _KernelBase(abc.ABC):
-    """Shared interface: ``kappa(t)``, ``dkappa(t)``, ``kappa1``, ``dkappa1``."""
+class Kernel(abc.ABC):
+    """Base class of MLP covariance kernels κ(t), t = <x, y> ∈ [-1, 1]: subclass it to add one.
+
+    A subclass implements ``kappa(t)`` and ``dkappa(t)``; ``kappa1`` = κ(1), ``dkappa1`` = κ'(1),
+    the Funk–Hecke coefficients (:meth:`harmonic_coefficients`) and the truncation
+    (:meth:`truncated`) come from them, and every noise source and solver accepts it.
+    """
 
     @abc.abstractmethod
     def kappa(self, t):
@@ -170,7 +175,7 @@ class _KernelBase(abc.ABC):
         return SpectralKernel(d, self.harmonic_coefficients(d, lmax).a)
 
 
-class ActivationKernel(_KernelBase):
+class ActivationKernel(Kernel):
     """Covariance κ of a random Gaussian MLP layer with activation φ (SPEC §2).
 
     Parameters
@@ -334,7 +339,7 @@ class ActivationKernel(_KernelBase):
         return self.scale**2 * self.sigma_w**2 * m
 
 
-class SpectralKernel(_KernelBase):
+class SpectralKernel(Kernel):
     """A zonal kernel given by its Funk–Hecke coefficients: κ(t) = Σ_l a_l Z_l(t).
 
     This is the covariance κ_σ actually carried by a noise field truncated at degree
@@ -407,3 +412,7 @@ def lyapunov_exponent(kernel, d: int) -> float:
 def synchronises(kernel, d: int) -> bool:
     """Whether the closed form of SPEC §5.4 predicts synchronisation by noise (λ_1 < 0)."""
     return lyapunov_exponent(kernel, d) < 0
+
+
+#: Former private name of :class:`Kernel`.
+_KernelBase = Kernel

@@ -37,7 +37,10 @@ from typing import Callable
 import numpy as np
 
 from ._validate import as_float, as_int, as_matrix, as_points, as_times
-from .attention import DEFAULT_BLOCK, softmax_attention, tangent_project
+from .attention import DEFAULT_BLOCK, softmax_attention
+from .noise import check_noise
+from .sphere import project, tangent_project
+from .trajectory import Trajectory
 
 __all__ = [
     "Velocity",
@@ -54,17 +57,6 @@ __all__ = [
 
 class NonFiniteError(FloatingPointError):
     """A solver produced NaN or infinite positions (raised with the time and a remedy)."""
-
-
-def project(z: np.ndarray) -> np.ndarray:
-    """Layer normalisation Π(z) = z / ``|z|`` row by row, shape (N, d) -> (N, d) (SPEC §1).
-
-    Examples
-    --------
-    >>> project(np.array([[3.0, 4.0]]))
-    array([[0.6, 0.8]])
-    """
-    return z / np.linalg.norm(z, axis=1, keepdims=True)
 
 
 # --------------------------------------------------------------------------------------
@@ -218,34 +210,8 @@ def make_velocity(method: str, d: int, beta: float, *, Q=None, K=None, V=None,
 # --------------------------------------------------------------------------------------
 
 
-@dataclass
-class ParticleSolution:
-    """Output of :func:`solve_particles`.
-
-    Attributes
-    ----------
-    t : ndarray, shape (n_save,)
-        Save times (points of the step grid t0 + k dt).
-    x : ndarray, shape (n_save, N, d)
-        Token positions at the save times.
-    meta : dict
-        ``scheme``, ``attention`` (method used) and its ``attention_meta``, ``dt``,
-        ``n_steps``, ``t0``, ``beta``, ``noise`` (repr), ``kappa1``, ``kept_fraction``,
-        ``max_norm_error`` (largest ``| |x| - 1 |`` seen at a save time), ``wall_time``.
-    """
-
-    t: np.ndarray
-    x: np.ndarray
-    meta: dict
-
-    @property
-    def final(self) -> np.ndarray:
-        """Positions at the last save time, shape (N, d)."""
-        return self.x[-1]
-
-    def __repr__(self) -> str:
-        return (f"ParticleSolution(n_save={self.t.size}, N={self.x.shape[1]}, d={self.x.shape[2]}, "
-                f"scheme={self.meta.get('scheme')!r}, attention={self.meta.get('attention')!r})")
+#: The result type of :func:`solve_particles` (one trajectory type for every token solver).
+ParticleSolution = Trajectory
 
 
 def step_grid(t0: float, dt: float, t_eval, *, rtol: float = 1e-9) -> np.ndarray:
@@ -270,25 +236,14 @@ def step_grid(t0: float, dt: float, t_eval, *, rtol: float = 1e-9) -> np.ndarray
     return kr.astype(np.int64)
 
 
-def _check_noise(noise, d: int):
-    if noise is None:
-        return
-    for attr in ("d", "t_max", "field"):
-        if not hasattr(noise, attr):
-            raise TypeError(f"noise must be a noise source (NoisePath, RandomFeatureNoise, RotationNoise) "
-                            f"with attribute {attr!r}, got {type(noise).__name__}")
-    if noise.d != d:
-        raise ValueError(f"noise has dimension d = {noise.d} but the tokens x0 have d = {d}")
-
-
 def _noise_meta(noise) -> dict:
     if noise is None:
         return {"noise": None, "kappa1": 0.0, "kept_fraction": 1.0}
     return {
         "noise": repr(noise),
-        "kappa1": float(getattr(noise, "kappa1", float("nan"))),
-        "kept_fraction": float(getattr(noise, "kept_fraction", float("nan"))),
-        "lmax": getattr(noise, "lmax", None),
+        "kappa1": float(noise.kappa1),
+        "kept_fraction": float(noise.kept_fraction),
+        "lmax": noise.describe().get("lmax"),
     }
 
 
@@ -378,7 +333,8 @@ def solve_particles(
 
     x = as_points(x0, "x0")
     n, d = x.shape
-    _check_noise(noise, d)
+    if noise is not None:
+        check_noise(noise, d)
     beta = as_float(beta, "beta", min_value=0.0)
     dt = as_float(dt, "dt", min_value=0.0, strict_min=True)
     t0 = as_float(t0, "t0")

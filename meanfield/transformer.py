@@ -22,43 +22,21 @@ different depth, the particle SDE solver and the SPDE solver can share one path 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-
 import numpy as np
 
 from ._validate import as_float, as_int, as_matrix, as_points, as_rng
 from .attention import DEFAULT_BLOCK, softmax_attention
 from .kernels import ActivationKernel
-from .particles import NonFiniteError, project
+from .noise import check_noise
+from .particles import NonFiniteError
+from .sphere import project
+from .trajectory import Trajectory
 
 __all__ = ["Transformer", "TransformerResult"]
 
 
-@dataclass
-class TransformerResult:
-    """Output of :meth:`Transformer.run`.
-
-    Attributes
-    ----------
-    t : ndarray, shape (L + 1,)
-        Layer times l T / L.
-    x : ndarray, shape (L + 1, N, d)
-        Tokens after each layer (x[0] is the input).
-    meta : dict
-        ``d``, ``L``, ``width`` (None for the Gaussian field), ``T``, ``beta``,
-        ``variant``, ``alpha1``, ``alpha2``, ``kappa1`` (κ(1) of the layer field: the
-        kernel's, or the truncated κ_σ(1) of the noise path), ``kept_fraction``,
-        ``noise`` (repr or None), ``max_norm_error``.
-    """
-
-    t: np.ndarray
-    x: np.ndarray
-    meta: dict
-
-    @property
-    def final(self) -> np.ndarray:
-        """Tokens after the last layer, shape (N, d)."""
-        return self.x[-1]
+#: The result type of :meth:`Transformer.run` (the same trajectory type as the particle solver's).
+TransformerResult = Trajectory
 
 
 class Transformer:
@@ -126,14 +104,7 @@ class Transformer:
             if self.width is not None:
                 raise ValueError("noise is used only in the Gaussian-field mode (width=None); "
                                  f"with width = {self.width} the layer fields are drawn from the run seed")
-            for attr in ("d", "t_max", "field"):
-                if not hasattr(noise, attr):
-                    raise TypeError(f"noise must be a noise source with attribute {attr!r}, got {type(noise).__name__}")
-            if noise.d != self.d:
-                raise ValueError(f"noise has dimension d = {noise.d}, but the transformer has d = {self.d}")
-            if noise.t_max < self.T * (1 - 1e-12):
-                raise ValueError(f"noise covers [0, {noise.t_max}] but the transformer needs [0, T = {self.T}]; "
-                                 "build the noise with t_max >= T")
+            check_noise(noise, self.d, t_end=self.T)
         elif self.width is None and self.d not in (2, 3):
             raise ValueError(f"width=None (Gaussian field) with d = {self.d} needs a noise source: pass noise= "
                              "(NoisePath exists for d = 2, 3 only), or use a finite width")

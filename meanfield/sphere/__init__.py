@@ -1,13 +1,17 @@
 """Geometry of the sphere S^{d-1}: the one layer every solver asks.
 
-Projection and tangent frames (:mod:`._geometry`), quadrature rules (:mod:`._quadrature`),
-zonal harmonics for every d (:mod:`._zonal`) and, per sphere, a harmonic :class:`Basis`
-that owns the degree, the coefficient layout, the transforms and the quadrature grid
-(:func:`basis` picks it from the dimension).
+Projection and tangent frames, quadrature rules, zonal harmonics for every d and, per
+sphere, a harmonic :class:`Basis` that owns the degree, the coefficient layout, the
+transforms and the quadrature :class:`Grid` (:func:`basis` picks it from the dimension).
 """
 
 from ._geometry import angles_to_cart, cart_to_angles, project, sample_uniform, sphere_area, tangent_frame, tangent_project
 from ._quadrature import circle_quadrature, gauss_legendre, sphere_quadrature
+from ._s2 import alm_index, alm_to_real, n_alm, real_to_alm
+from ._zonal import harmonic_dimension, legendre_d, zonal, zonal_derivative
+from .basis import Basis, Grid, basis, check_dimension, register_basis, supported_dimensions
+from ._circle import CircleBasis, CircleGrid
+from ._sphere2 import NUFFT_EPS, S2Basis, S2Grid
 
 __all__ = [
     "sphere_area",
@@ -20,4 +24,23 @@ __all__ = [
     "gauss_legendre",
     "sphere_quadrature",
     "circle_quadrature",
+    "harmonic_dimension",
+    "legendre_d",
+    "zonal",
+    "zonal_derivative",
+    "n_alm",
+    "alm_index",
+    "real_to_alm",
+    "alm_to_real",
+    "Basis",
+    "Grid",
+    "basis",
+    "check_dimension",
+    "register_basis",
+    "supported_dimensions",
+    "CircleBasis",
+    "CircleGrid",
+    "S2Basis",
+    "S2Grid",
+    "NUFFT_EPS",
 ]

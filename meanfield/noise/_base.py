@@ -1,0 +1,115 @@
+"""The noise-source interface: what every solver asks of a common noise."""
+
+from __future__ import annotations
+
+import abc
+import numbers
+
+import numpy as np
+
+__all__ = ["NoiseSource", "NoiseField", "check_noise"]
+
+
+class NoiseField(abc.ABC):
+    """The increment ΔW = W(t1, ·) - W(t0, ·) of a noise source over one step, evaluable at points.
+
+    Attributes
+    ----------
+    t0, t1 : float
+    coeffs : ndarray (d, n_real) or None
+        Real harmonic coefficients of each ambient component when the field is a finite
+        harmonic expansion of degree ``lmax`` (lets grid solvers synthesise it by a fast
+        transform); None otherwise.
+    lmax : int or None
+    """
+
+    coeffs: np.ndarray | None = None
+    lmax: int | None = None
+
+    @property
+    def dt(self) -> float:
+        return self.t1 - self.t0
+
+    @abc.abstractmethod
+    def __call__(self, x) -> np.ndarray:
+        """ΔW(x) in R^d at points x of shape (N, d); returns (N, d) (ambient, not projected)."""
+
+
+class NoiseSource(abc.ABC):
+    """Base class of the common noise W(t, x), an R^d-valued random field on S^{d-1} × [0, t_max].
+
+    A subclass sets, in ``__init__``, the attributes below and implements :meth:`field`;
+    every solver (particles, transformer, SPDE) then accepts it. ``describe()`` gives the
+    metadata stored with results.
+
+    Attributes
+    ----------
+    d : int
+        Ambient dimension (tokens on S^{d-1}).
+    t_max : float
+        Horizon of the path.
+    kappa1 : float
+        κ_σ(1): E|ΔW_a(x)|² / dt for each ambient component a (the Itô correction rate).
+    kept_fraction : float
+        κ_σ(1) / κ(1) for a truncated field (1.0 when nothing is truncated).
+    refinable : bool
+        Whether the increment over [t0, t1] equals the sum of the increments over any
+        partition of it (the same path seen at every step size).
+    supports_flow : bool
+        Whether the source is a rigid rotation with generator ``omega(t0, t1)`` (the SPDE's
+        ``noise_map="flow"``).
+    """
+
+    d: int
+    t_max: float
+    kappa1: float
+    kept_fraction: float = 1.0
+    refinable: bool = False
+    supports_flow: bool = False
+    #: Names of the attributes copied into :meth:`describe`, in order.
+    _describe_fields: tuple[str, ...] = ("t_max",)
+
+    @abc.abstractmethod
+    def field(self, t0: float, t1: float) -> NoiseField:
+        """The increment ΔW over [t0, t1] as a :class:`NoiseField`."""
+
+    def describe(self) -> dict:
+        """Plain-dict description for metadata: type, d, κ_σ(1), kept fraction, parameters, seed, kernel."""
+        info = {"type": type(self).__name__, "d": self.d, "kappa1": float(self.kappa1),
+                "kept_fraction": float(self.kept_fraction)}
+        for name in self._describe_fields:
+            info[name] = getattr(self, name)
+        seed = getattr(self, "seed", None)
+        if isinstance(seed, numbers.Integral):
+            info["seed"] = int(seed)
+        elif seed is not None:
+            info["seed"] = repr(seed)
+        src = getattr(self, "source_kernel", None)
+        if src is not None:
+            info["kernel"] = repr(src)
+        return info
+
+    def check_dimension(self, d: int) -> None:
+        """Raise if the source does not live in dimension d."""
+        if self.d != d:
+            raise ValueError(f"noise has dimension d = {self.d} but the tokens have d = {d}")
+
+
+def check_noise(noise, d: int | None = None, *, t_end: float | None = None, name: str = "noise") -> None:
+    """Validate a noise argument of a solver: a :class:`NoiseSource` of dimension d covering [0, t_end].
+
+    Raises
+    ------
+    TypeError
+        ``noise`` is not a :class:`NoiseSource`.
+    ValueError
+        Wrong dimension or too short a horizon.
+    """
+    if not isinstance(noise, NoiseSource):
+        raise TypeError(f"{name} must be a meanfield.noise.NoiseSource (NoisePath, RandomFeatureNoise, RotationNoise "
+                        f"or a subclass of NoiseSource), got {type(noise).__name__}")
+    if d is not None and noise.d != d:
+        raise ValueError(f"{name} has dimension d = {noise.d} but the tokens have d = {d}")
+    if t_end is not None and t_end > noise.t_max * (1 + 1e-12):
+        raise ValueError(f"{name} covers [0, {noise.t_max}] but the run needs [0, {t_end}]; "
+                         f"build it with t_max >= {t_end}")

@@ -1,0 +1,45 @@
+"""Scheme (b): the Lagrangian–spectral push-forward by the particles' own step map."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.linalg import expm
+
+from ._schemes import Problem, Scheme, noise_on_grid, register_scheme
+
+__all__ = ["PushForward"]
+
+
+@register_scheme("pushforward")
+class PushForward(Scheme):
+    """T_n(x) = Π(x + h v[ρ_n](x) + ΔW_n(x)),  ρ_{n+1} = (T_n)_# ρ_n in weak form.
+
+    (ρ_{n+1})_lm = Σ_q ρ_n(x_q) w_q conj(Y_lm(T_n(x_q))) over the grid nodes (one adjoint
+    non-uniform transform). With ``noise_map="flow"`` (rotation noise) the noise part is
+    the exact rotation exp(ΔΩ_n) applied after Π(x + h v).
+    """
+
+    noise_maps = ("projected", "flow")
+
+    @classmethod
+    def check(cls, p: Problem) -> None:
+        super().check(p)
+        if p.noise_map == "flow" and p.noise_on and not p.noise.supports_flow:
+            raise ValueError("noise_map='flow' needs a rotation noise (a NoiseSource with supports_flow, "
+                             f"e.g. RotationNoise), got {type(p.noise).__name__}")
+
+    def step(self, c, rho_g, v, t0, t1):
+        p, grid = self.p, self.p.grid
+        x = grid.points
+        y = x + grid.ambient([p.dt * vk for vk in v]) if v is not None else x.copy()
+        if p.noise_on and p.noise_map == "projected":
+            y += noise_on_grid(grid, p.noise, t0, t1)
+        y /= np.linalg.norm(y, axis=1, keepdims=True)
+        if p.noise_on and p.noise_map == "flow":
+            y = y @ expm(p.noise.omega(t0, t1)).T
+        c00 = c[0]
+        c = p.basis.adjoint(rho_g * grid.weights, y)
+        # Σ_q ρ_n(x_q) w_q = sqrt(|S|) ρ_00 exactly (the grid integrates degree <= lmax exactly):
+        # keep ρ_00 itself so that round-off in the quadrature sum does not accumulate
+        c[0] = c00
+        return c

@@ -1,0 +1,107 @@
+"""Time-stepping schemes of the Eulerian (coefficient) SPDE solver, chosen by name from a registry.
+
+A scheme is a subclass of :class:`Scheme` decorated with :func:`register_scheme`; it is
+built once per run from the :class:`Problem` and advances the coefficient vector by one
+step. A new scheme is a new file that registers itself (import it in ``__init__``).
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..noise import NoiseSource
+from ..sphere import Basis, Grid
+from ._velocity import Velocity
+
+__all__ = ["Problem", "Scheme", "register_scheme", "get_scheme", "scheme_names", "noise_on_grid"]
+
+_SCHEMES: dict[str, type] = {}
+
+
+@dataclass
+class Problem:
+    """Everything a scheme needs to know about one run (validated by :func:`solve_spde`)."""
+
+    d: int
+    basis: Basis
+    grid: Grid
+    dt: float
+    t_final: float
+    beta: float
+    V: np.ndarray | None
+    noise: NoiseSource | None
+    noise_on: bool
+    attention: bool
+    kappa1: float
+    vmax: float
+    noise_map: str
+
+
+class Scheme(abc.ABC):
+    """One step c_n -> c_{n+1} of an Eulerian scheme on the coefficients of ρ.
+
+    Class attributes
+    ----------------
+    name : str
+        Registry key (set by :func:`register_scheme`).
+    noise_maps : tuple of str
+        Values of ``noise_map`` the scheme supports.
+    """
+
+    name: str
+    noise_maps: tuple[str, ...] = ("projected",)
+
+    def __init__(self, problem: Problem):
+        self.p = problem
+
+    @classmethod
+    def check(cls, problem: Problem) -> None:
+        """Raise ValueError before any work if the scheme cannot run this problem."""
+        if problem.noise_map not in cls.noise_maps:
+            raise ValueError(f"noise_map={problem.noise_map!r} is not available with scheme={cls.name!r} "
+                             f"(it supports {', '.join(map(repr, cls.noise_maps))})")
+
+    @abc.abstractmethod
+    def step(self, c: np.ndarray, rho_g: np.ndarray, v: list[np.ndarray] | None, t0: float, t1: float) -> np.ndarray:
+        """Advance the coefficients c (values ρ_n on the grid ``rho_g``, attention velocity ``v`` in frame
+        components, or None) from t0 to t1; returns the new coefficients."""
+
+
+def register_scheme(name: str):
+    """Class decorator: register a :class:`Scheme` subclass under ``name``."""
+
+    def deco(cls):
+        cls.name = name
+        _SCHEMES[name] = cls
+        return cls
+
+    return deco
+
+
+def scheme_names() -> tuple[str, ...]:
+    """Names of the registered Eulerian schemes."""
+    return tuple(_SCHEMES)
+
+
+def get_scheme(name: str) -> type:
+    """The scheme class registered under ``name`` (ValueError naming the choices otherwise)."""
+    if name not in _SCHEMES:
+        raise ValueError(f"scheme must be one of {', '.join(map(repr, _SCHEMES))}, got {name!r}")
+    return _SCHEMES[name]
+
+
+def noise_on_grid(grid: Grid, noise: NoiseSource, t0: float, t1: float) -> np.ndarray:
+    """Ambient increment ΔW(x_q) over [t0, t1] at the grid nodes, shape (Q, d).
+
+    A field given by harmonic coefficients is synthesised by the grid's fast transform when
+    the grid resolves its degree; any other field is evaluated at the nodes.
+    """
+    field = noise.field(t0, t1)
+    if field.coeffs is not None and field.lmax is not None:
+        vals = grid.synth_real(field.coeffs, field.lmax)
+        if vals is not None:
+            return vals
+    return np.asarray(field(grid.points), dtype=np.float64)

@@ -1,0 +1,189 @@
+"""The result of an Eulerian SPDE run and the error raised when a run stops being resolved."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+
+from ..attention import attention_eigenvalues
+from ..sphere import Basis, Grid, basis
+from ._velocity import Velocity
+
+__all__ = ["SPDESolution", "SPDEResolutionError", "tail_fraction"]
+
+
+class SPDEResolutionError(RuntimeError):
+    """The SPDE solution stopped being resolved (spectral tail, negative mass or non-finite values).
+
+    Attributes
+    ----------
+    solution : SPDESolution
+        Everything computed up to the last resolved save time (plus the offending state as
+        its final entry).
+    time : float
+        Time at which the check failed.
+    reason : str
+        ``"tail"``, ``"negative"`` or ``"nonfinite"``.
+    """
+
+    def __init__(self, message: str, solution: "SPDESolution", time: float, reason: str):
+        super().__init__(message)
+        self.solution, self.time, self.reason = solution, time, reason
+
+
+class SPDESolution:
+    """Saved states of an SPDE run and the diagnostics computed from them.
+
+    Attributes
+    ----------
+    d : int
+        2 (S^1) or 3 (S^2).
+    lmax : int
+    times : ndarray, shape (n_saved,)
+    coeffs : ndarray, shape (n_saved, n)
+        S^2: complex alm (healpy packing, n = (lmax+1)(lmax+2)/2); S^1: real Fourier (n = 2 lmax + 1).
+    beta : float
+    V : ndarray (d, d) or None
+    meta : dict
+        Parameters, scheme, seed and noise description, package version, wall time.
+
+    Examples
+    --------
+    >>> from meanfield.spde import VonMisesFisher, solve_spde
+    >>> sol = solve_spde(VonMisesFisher([0, 0, 1], 2.0), None, beta=1.0, lmax=16, dt=0.01,
+    ...                  t_eval=[0.0, 0.1], d=3)
+    >>> bool(abs(sol.mass(-1) - 1.0) < 1e-12)
+    True
+    """
+
+    def __init__(self, d: int, lmax: int, times, coeffs, beta: float, V=None, meta: dict | None = None):
+        self.d, self.lmax = int(d), int(lmax)
+        self.basis = basis(self.d, self.lmax)
+        self.times = np.asarray(times, dtype=np.float64)
+        self.coeffs = np.asarray(coeffs)
+        self.beta = float(beta)
+        self.V = None if V is None else np.asarray(V, dtype=np.float64)
+        self.meta = dict(meta or {})
+        self._grid = None
+        self._vel = None
+
+    def __len__(self) -> int:
+        return self.times.size
+
+    def __repr__(self) -> str:
+        return f"SPDESolution(d={self.d}, lmax={self.lmax}, n_saved={len(self)}, t_final={self.times[-1] if len(self) else None})"
+
+    @property
+    def grid(self) -> Grid:
+        """The 3/2-rule quadrature grid of the basis (built on first use)."""
+        if self._grid is None:
+            self._grid = self.basis.grid()
+        return self._grid
+
+    def real_coefficients(self, i: int) -> np.ndarray:
+        """Coefficients of saved state i in the real orthonormal basis of :mod:`meanfield.harmonics`."""
+        return self.basis.to_real(self.coeffs[i])
+
+    def evaluate(self, i: int, x) -> np.ndarray:
+        """ρ_{t_i}(x) at points x (N, d) -> (N,)."""
+        x = np.asarray(x, dtype=np.float64)
+        if x.ndim != 2 or x.shape[1] != self.d:
+            raise ValueError(f"x must have shape (N, {self.d}), got {x.shape}")
+        return self.basis.evaluate(self.coeffs[i], x)
+
+    def density_on_grid(self, i: int, nlat: int | None = None, nlon: int | None = None):
+        """ρ_{t_i} on a regular grid for plotting.
+
+        Returns
+        -------
+        S^2: (colatitude (nlat,), longitude (nlon,), values (nlat, nlon)) on the
+        Clenshaw–Curtis grid (poles included, colatitude π j/(nlat-1), longitude 2π k/nlon).
+        S^1: (theta (nlon,), values (nlon,)).
+        """
+        return self.basis.plot_values(self.coeffs[i], nlat, nlon)
+
+    def mass(self, i: int) -> float:
+        """∫ ρ_{t_i} = ``ρ_00 sqrt(|S^{d-1}|)`` (SPEC §5.6)."""
+        return self.basis.mass(self.coeffs[i])
+
+    def min_density(self, i: int) -> float:
+        """Minimum of ρ_{t_i} over the 3/2-rule quadrature grid."""
+        return float(self.grid.synth(self.coeffs[i]).min())
+
+    def negative_mass(self, i: int) -> float:
+        """∫ max(-ρ_{t_i}, 0), by quadrature on the 3/2-rule grid."""
+        g = self.grid
+        return float(np.einsum("i,i->", g.weights, np.maximum(-g.synth(self.coeffs[i]), 0.0)))
+
+    def tail_energy(self, i: int) -> float:
+        """Spectral energy in the top quarter of degrees (l > 3 lmax / 4) relative to the total.
+
+        ``Σ_{l > 3L/4} Σ_m |ρ_lm|² / Σ_l Σ_m |ρ_lm|²``  (real-basis energies).
+        """
+        return tail_fraction(self.basis, self.coeffs[i])
+
+    def spectrum(self, i: int) -> np.ndarray:
+        """Degree energies ``E_l = Σ_m |ρ_lm|²``, shape (lmax + 1,)."""
+        b = self.basis
+        return np.bincount(b.ell, weights=b.energy(self.coeffs[i]), minlength=self.lmax + 1)
+
+    def velocity(self, i: int, x) -> np.ndarray:
+        """Attention velocity v[ρ_{t_i}](x) = P_x A(x; ρ_{t_i}) at points x (N, d) -> (N, d) (SPEC §4, §9)."""
+        if self.beta <= 0:
+            raise ValueError("velocity needs beta > 0")
+        x = np.asarray(x, dtype=np.float64)
+        if x.ndim != 2 or x.shape[1] != self.d:
+            raise ValueError(f"x must have shape (N, {self.d}), got {x.shape}")
+        if self._vel is None:
+            self._vel = Velocity(self.d, self.lmax, self.beta, self.V)
+        return self._vel.at_points(self.coeffs[i], x)[0]
+
+    def attention_energy(self, i: int) -> float:
+        """E_β^+(ρ_{t_i}) = (1/2β) ∫∫ e^{β<x,y>} ρ ρ = ``(1/2β) Σ_lm λ_l |ρ_lm|²`` (SPEC §5.7)."""
+        if self.beta <= 0:
+            raise ValueError("attention_energy needs beta > 0")
+        b = self.basis
+        lam = attention_eigenvalues(self.d, self.beta, self.lmax)[b.ell]
+        return float(math.exp(self.beta) / (2 * self.beta) * np.sum(lam * b.mult * np.abs(self.coeffs[i]) ** 2))
+
+    def quadrature_cloud(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """Weighted point cloud (x_q, w_q ρ_{t_i}(x_q)) representing ρ_{t_i} (for Wasserstein distances).
+
+        The weights sum to the mass; they are negative where the truncated density is.
+        """
+        g = self.grid
+        return g.points.copy(), g.weights * g.synth(self.coeffs[i])
+
+    def save(self, path) -> str:
+        """Write times, coefficients and JSON metadata to an ``.npz`` file; returns the path."""
+        path = str(path)
+        meta = dict(self.meta)
+        meta.update(d=self.d, lmax=self.lmax, beta=self.beta, V=None if self.V is None else self.V.tolist())
+        np.savez(path, times=self.times, coeffs=self.coeffs, meta=np.array(json.dumps(meta, default=_json_default)))
+        return path if path.endswith(".npz") else path + ".npz"
+
+    @classmethod
+    def load(cls, path) -> "SPDESolution":
+        """Read a file written by :meth:`save`."""
+        with np.load(path, allow_pickle=False) as f:
+            meta = json.loads(str(f["meta"]))
+            return cls(meta["d"], meta["lmax"], f["times"], f["coeffs"], meta["beta"], meta.get("V"), meta)
+
+
+def _json_default(o):
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, np.generic):
+        return o.item()
+    return repr(o)
+
+
+def tail_fraction(b: Basis, c: np.ndarray) -> float:
+    """Energy fraction of the coefficients c in degrees l > 3 lmax / 4 (inf if not finite)."""
+    e = b.mult * np.abs(c) ** 2
+    tot = e.sum()
+    if not np.isfinite(tot):
+        return math.inf
+    return float(e[b.ell > (3 * b.lmax) // 4].sum() / tot) if tot > 0 else 0.0

@@ -1,0 +1,66 @@
+"""The attention velocity v[ρ] = P_x A(x; ρ) of a density given by its harmonic coefficients."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import special
+
+from ..attention import attention_eigenvalues
+from ..sphere import Grid, basis, tangent_project
+
+__all__ = ["Velocity"]
+
+
+def attention_eigen_derivative(d: int, beta: float, lmax: int) -> np.ndarray:
+    """e^{-β} dλ_l/dβ = (2π)^{d/2} β^{1-d/2} [ive(l + d/2, β) + (l/β) ive(l + d/2 - 1, β)]."""
+    ls = np.arange(lmax + 1)
+    nu = ls + d / 2 - 1
+    return (2 * math.pi) ** (d / 2) * beta ** (1 - d / 2) * (special.ive(nu + 1, beta) + ls / beta * special.ive(nu, beta))
+
+
+class Velocity:
+    """Attention velocity v[ρ] = P_x A(x; ρ) from ρ's coefficients.
+
+    With F(x) = e^{-β}(K_β * ρ)(x) = Σ λ_l ρ_lm Y_lm(x) (scaled eigenvalues) extended to R^d
+    by F(r x) = Σ λ_l(rβ) ρ_lm Y_lm(x), the ambient gradient at |x| = 1 is
+    ∇_S F + x β Σ λ_l'(β) ρ_lm Y_lm, and A = V ∇_amb F / (β F). For V = I the radial
+    part is removed by P_x, so only ∇_S F / (β F) is computed.
+
+    Parameters
+    ----------
+    d : int
+    lmax : int
+    beta : float, > 0
+    V : ndarray (d, d) or None
+    """
+
+    def __init__(self, d: int, lmax: int, beta: float, V: np.ndarray | None):
+        self.basis = basis(d, lmax)
+        self.d, self.lmax, self.beta, self.V = d, lmax, beta, V
+        ell = self.basis.ell
+        self.lam = attention_eigenvalues(d, beta, lmax)[ell]
+        self.dlam = attention_eigen_derivative(d, beta, lmax)[ell] if V is not None else None
+
+    def on_grid(self, grid: Grid, c: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+        """Frame components of v[ρ] at the grid nodes, and e^{-β} K_β * ρ there."""
+        lc = self.lam * c
+        conv = grid.synth(lc)
+        g = grid.gradient(lc)
+        if self.V is not None:
+            rad = self.beta * grid.synth(self.dlam * c)
+            g = grid.components((grid.ambient(g) + rad[:, None] * grid.points) @ self.V.T)
+        inv = 1.0 / (self.beta * conv)
+        return [gk * inv for gk in g], conv
+
+    def at_points(self, c: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """v[ρ](x) (N, d) and e^{-β} K_β * ρ (N,) at unit vectors x (N, d)."""
+        lc = self.lam * c
+        b = self.basis
+        conv = b.evaluate(lc, x)
+        g = b.gradient_at(lc, x)
+        if self.V is not None:
+            rad = self.beta * b.evaluate(self.dlam * c, x)
+            g = tangent_project(x, (g + rad[:, None] * x) @ self.V.T)
+        return g / (self.beta * conv)[:, None], conv

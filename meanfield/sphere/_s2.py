@@ -1,0 +1,109 @@
+"""Real and complex spherical harmonics on S^2 and the ducc0 (healpy) coefficient packing.
+
+Real orthonormal spherical harmonics are built from the complex ones Y_l^m of
+ducc0/scipy (Condon–Shortley phase included): ``R_{l,0} = Y_l^0``,
+``R_{l,m} = sqrt(2) Re Y_l^m`` and ``R_{l,-m} = sqrt(2) Im Y_l^m`` for m > 0; the index of
+(l, m) is ``l**2 + l + m``. A real expansion f = Σ b_lm R_lm equals ducc0's packing
+f = Σ a_l0 Y_l0 + 2 Re Σ_{m>0} a_lm Y_lm with a_lm = (b_{l,m} - i b_{l,-m})/sqrt(2).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["real_basis_s2", "n_alm", "alm_index", "real_to_alm", "alm_to_real"]
+
+
+def _complex_sh_cartesian(lmax: int, x: np.ndarray) -> np.ndarray:
+    """Y_l^m(x) for 0 <= m <= l <= lmax at unit vectors x (N, 3); shape (lmax+1, lmax+1, N), [l, m].
+
+    Uses sin^m θ e^{imφ} = (x_1 + i x_2)^m and the standard three-term recursion in l,
+    vectorised over m and the points, so there are no trigonometric calls and no loop over points.
+    """
+    n = x.shape[0]
+    z = x[:, 2]
+    w = x[:, 0] + 1j * x[:, 1]
+    out = np.zeros((lmax + 1, lmax + 1, n), dtype=np.complex128)
+    # Sectoral terms Y_m^m = c_m (x + i y)^m with c_0 = 1/sqrt(4π), c_m = -c_{m-1} sqrt((2m+1)/(2m)).
+    c = 1.0 / math.sqrt(4 * math.pi)
+    wm = np.ones(n, dtype=np.complex128)
+    for m in range(lmax + 1):
+        if m > 0:
+            c *= -math.sqrt((2 * m + 1) / (2 * m))
+            wm = wm * w
+        out[m, m] = c * wm
+    if lmax >= 1:
+        ms = np.arange(lmax)
+        out[ms + 1, ms] = np.sqrt(2 * ms + 3)[:, None] * z * out[ms, ms]
+    for ell in range(2, lmax + 1):
+        ms = np.arange(ell - 1)
+        a = np.sqrt((4.0 * ell**2 - 1) / (ell**2 - ms**2))[:, None]
+        b = np.sqrt(((ell - 1.0) ** 2 - ms**2) / (4.0 * (ell - 1) ** 2 - 1))[:, None]
+        out[ell, ms] = a * (z * out[ell - 1, ms] - b * out[ell - 2, ms])
+    return out
+
+
+def real_basis_s2(lmax: int, x: np.ndarray) -> np.ndarray:
+    """Real orthonormal spherical harmonics of degree <= lmax at unit vectors x (N, 3), shape (N, (lmax+1)^2).
+
+    Direct evaluation, O(N (lmax+1)^2) memory.
+
+    Examples
+    --------
+    >>> B = real_basis_s2(2, np.array([[0.0, 0.0, 1.0]]))
+    >>> round(float(B[0, 0]) ** 2 * 4 * np.pi, 12)
+    1.0
+    """
+    y = _complex_sh_cartesian(lmax, x)
+    out = np.empty((x.shape[0], (lmax + 1) ** 2))
+    for ell in range(lmax + 1):
+        base = ell * ell + ell
+        out[:, base] = y[ell, 0].real
+        if ell:
+            out[:, base + 1 : base + ell + 1] = math.sqrt(2) * y[ell, 1 : ell + 1].real.T
+            out[:, base - ell : base][:, ::-1] = math.sqrt(2) * y[ell, 1 : ell + 1].imag.T
+    return out
+
+
+def n_alm(lmax: int) -> int:
+    """Number of complex coefficients in ducc0/healpy packing, (lmax+1)(lmax+2)/2."""
+    return (lmax + 1) * (lmax + 2) // 2
+
+
+def alm_index(lmax: int, ell, m) -> np.ndarray:
+    """Index of (l, m), m >= 0, in ducc0/healpy packing: m (2 lmax + 1 - m) / 2 + l."""
+    m = np.asarray(m)
+    return m * (2 * lmax + 1 - m) // 2 + np.asarray(ell)
+
+
+def _real_alm_maps(lmax: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    ell = np.concatenate([np.arange(m, lmax + 1) for m in range(lmax + 1)])
+    m = np.concatenate([np.full(lmax + 1 - mm, mm) for mm in range(lmax + 1)])
+    pos = ell * ell + ell + m
+    neg = ell * ell + ell - m
+    return ell, m, pos, neg
+
+
+def real_to_alm(b: np.ndarray, lmax: int) -> np.ndarray:
+    """Real S^2 coefficients (..., (lmax+1)^2) -> ducc0 complex alm (..., n_alm(lmax)).
+
+    a_l0 = b_l0 and a_lm = (b_{l,m} - i b_{l,-m}) / sqrt(2) for m > 0.
+    """
+    b = np.asarray(b)
+    _, m, pos, neg = _real_alm_maps(lmax)
+    s = np.where(m > 0, 1 / math.sqrt(2), 1.0)
+    return s * (b[..., pos] - 1j * np.where(m > 0, b[..., neg], 0.0))
+
+
+def alm_to_real(a: np.ndarray, lmax: int) -> np.ndarray:
+    """Inverse of :func:`real_to_alm`."""
+    a = np.asarray(a)
+    _, m, pos, neg = _real_alm_maps(lmax)
+    out = np.empty(a.shape[:-1] + ((lmax + 1) ** 2,), dtype=np.float64)
+    s = np.where(m > 0, math.sqrt(2), 1.0)
+    out[..., pos] = s * a.real
+    sel = m > 0
+    out[..., neg[sel]] = -math.sqrt(2) * a[..., sel].imag
+    return out

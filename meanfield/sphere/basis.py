@@ -1,0 +1,275 @@
+"""Harmonic bases on S^{d-1}: the interface every spectral solver asks instead of branching on d.
+
+A :class:`Basis` owns the degree ``lmax``, the layout of the coefficient (state) vector —
+its degrees, energy multiplicities, resizing and the conversion to the real orthonormal
+basis — the transforms at arbitrary points (synthesis, adjoint, gradient) and its
+quadrature :class:`Grid` (synthesis/analysis, gradient/divergence, tangent frame).
+:func:`basis` returns the basis of a dimension from a registry, so a new sphere is a new
+file that calls :func:`register_basis`.
+
+State layouts
+-------------
+* S^1 (d = 2), :class:`~meanfield.sphere.CircleBasis`: real Fourier coefficients
+  ``[1/sqrt(2π), cos θ/sqrt(π), sin θ/sqrt(π), cos 2θ/sqrt(π), ...]``, degree k at indices
+  ``2k-1, 2k``; the state is the real vector itself.
+* S^2 (d = 3), :class:`~meanfield.sphere.S2Basis`: ducc0 complex alm in healpy packing
+  (ρ = Σ a_l0 Y_l0 + 2 Re Σ_{m>0} a_lm Y_lm); the real basis orders (l, m) as ``l² + l + m``.
+"""
+
+from __future__ import annotations
+
+import abc
+import functools
+import math
+
+import numpy as np
+
+from .._validate import as_int
+from ._geometry import sphere_area
+
+__all__ = ["Basis", "Grid", "basis", "register_basis", "supported_dimensions"]
+
+_REGISTRY: dict[int, type] = {}
+
+
+def register_basis(d: int):
+    """Class decorator: make ``cls`` the basis of S^{d-1} returned by :func:`basis`."""
+
+    def deco(cls):
+        cls.d = d
+        _REGISTRY[d] = cls
+        return cls
+
+    return deco
+
+
+def supported_dimensions() -> tuple[int, ...]:
+    """Ambient dimensions d with a registered basis (S^{d-1})."""
+    return tuple(sorted(_REGISTRY))
+
+
+def check_dimension(d, name: str = "d") -> int:
+    """Validate an ambient dimension against the registered bases; returns it as an int."""
+    d = as_int(d, name, min_value=2)
+    if d not in _REGISTRY:
+        dims = ", ".join(f"{k} (S^{k - 1})" for k in supported_dimensions())
+        raise ValueError(f"{name} = {d}: spectral bases exist for d = {dims}")
+    return d
+
+
+@functools.lru_cache(maxsize=32)
+def _cached(d: int, lmax: int) -> "Basis":
+    return _REGISTRY[d](lmax)
+
+
+def basis(d: int, lmax: int) -> "Basis":
+    """The harmonic basis of degree <= ``lmax`` on S^{d-1} (cached; bases are immutable).
+
+    Parameters
+    ----------
+    d : int
+        Ambient dimension; see :func:`supported_dimensions`.
+    lmax : int, >= 0
+        Largest degree; bounded by the basis' ``max_lmax``.
+
+    Examples
+    --------
+    >>> b = basis(3, 2)
+    >>> b.n_state, b.n_real, b.ell.tolist()
+    (6, 9, [0, 1, 2, 1, 2, 2])
+    """
+    d = check_dimension(d)
+    cls = _REGISTRY[d]
+    lmax = as_int(lmax, "lmax", min_value=0, max_value=cls.max_lmax)
+    return _cached(d, lmax)
+
+
+class Grid(abc.ABC):
+    """Quadrature grid of a basis with the transforms the grid-based solvers need.
+
+    Attributes
+    ----------
+    points : ndarray, shape (Q, d)
+        Nodes, in the flattened layout of the grid transforms.
+    weights : ndarray, shape (Q,)
+        Quadrature weights (sum ``|S^{d-1}|``).
+    Q : int
+    """
+
+    points: np.ndarray
+    weights: np.ndarray
+
+    @property
+    def Q(self) -> int:
+        return self.points.shape[0]
+
+    @abc.abstractmethod
+    def describe(self) -> dict:
+        """Sizes of the grid for metadata (``Q`` and the per-axis node counts)."""
+
+    @abc.abstractmethod
+    def synth(self, c: np.ndarray) -> np.ndarray:
+        """Values on the grid (Q,) of the field with state coefficients c."""
+
+    @abc.abstractmethod
+    def analysis(self, f: np.ndarray) -> np.ndarray:
+        """Quadrature projection of grid values (Q,) onto degree <= lmax (state layout)."""
+
+    @abc.abstractmethod
+    def frame(self) -> list[np.ndarray]:
+        """Orthonormal tangent frame at the nodes, d - 1 arrays of shape (Q, d)."""
+
+    def components(self, F: np.ndarray) -> list[np.ndarray]:
+        """Frame components F·e_k of an ambient field F (Q, d); the normal part is dropped (= P_x F)."""
+        return [np.einsum("ij,ij->i", F, e) for e in self.frame()]
+
+    def ambient(self, comps: list[np.ndarray]) -> np.ndarray:
+        """Ambient tangent vectors Σ_k comps_k e_k, shape (Q, d)."""
+        frame = self.frame()
+        out = comps[0][:, None] * frame[0]
+        for ck, ek in zip(comps[1:], frame[1:]):
+            out += ck[:, None] * ek
+        return out
+
+    @abc.abstractmethod
+    def gradient(self, c: np.ndarray) -> list[np.ndarray]:
+        """Frame components of the surface gradient ∇_S f on the grid."""
+
+    @abc.abstractmethod
+    def divergence(self, comps: list[np.ndarray]) -> np.ndarray:
+        """State coefficients (degree <= lmax) of div_S F for F given by its frame components."""
+
+    @abc.abstractmethod
+    def synth_real(self, coeffs: np.ndarray, lmax: int) -> np.ndarray | None:
+        """Values (Q, k) of k fields given by real coefficients (k, n_real(lmax)), or None if the grid is too coarse."""
+
+
+class Basis(abc.ABC):
+    """Harmonic basis of degree <= ``lmax`` on S^{d-1}. Obtain one with :func:`basis`.
+
+    Attributes
+    ----------
+    d : int
+        Ambient dimension.
+    lmax : int
+    n_state : int
+        Length of a state (coefficient) vector.
+    state_dtype : numpy dtype
+    ell, mult : ndarray, shape (n_state,)
+        Degree and energy multiplicity of every state entry: ``∫ f² = Σ mult |c|²``.
+    n_real : int
+        Number of real orthonormal basis functions (``dim`` of the span).
+    """
+
+    d: int
+    #: Largest degree accepted (beyond it the transforms and grids do not fit in memory/time).
+    max_lmax: int = 4096
+    state_dtype = np.float64
+    #: Whether point transforms are fast (NUFFT) rather than direct basis matrices.
+    fast_transforms = False
+
+    def __init__(self, lmax: int):
+        self.lmax = int(lmax)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(lmax={self.lmax})"
+
+    # -- layout --------------------------------------------------------------------------
+    @property
+    @abc.abstractmethod
+    def n_state(self) -> int: ...
+
+    @property
+    @abc.abstractmethod
+    def n_real(self) -> int: ...
+
+    @functools.cached_property
+    def ell(self) -> np.ndarray:
+        return self._layout()[0]
+
+    @functools.cached_property
+    def mult(self) -> np.ndarray:
+        return self._layout()[1]
+
+    @abc.abstractmethod
+    def _layout(self) -> tuple[np.ndarray, np.ndarray]:
+        """(degree, energy multiplicity) of every state entry."""
+
+    @functools.cached_property
+    def laplacian(self) -> np.ndarray:
+        """Eigenvalue l(l + d - 2) of -Δ_S for every state entry, shape (n_state,)."""
+        return self.ell * (self.ell + self.d - 2.0)
+
+    @abc.abstractmethod
+    def real_degrees(self) -> np.ndarray:
+        """Degree of every real basis function, in the order of :meth:`real_basis`."""
+
+    @abc.abstractmethod
+    def labels(self) -> np.ndarray:
+        """Degree and order ``(l, m)`` of every real basis function, shape (n_real, 2)."""
+
+    @abc.abstractmethod
+    def resize(self, c: np.ndarray, lmax: int) -> np.ndarray:
+        """Truncate or zero-pad state coefficients of this basis to degree ``lmax``."""
+
+    @classmethod
+    @abc.abstractmethod
+    def lmax_from_size(cls, size: int, dtype) -> int | None:
+        """Degree of a coefficient vector of length ``size`` (state or real layout), or None."""
+
+    @abc.abstractmethod
+    def to_real(self, c: np.ndarray) -> np.ndarray:
+        """State coefficients (..., n_state) -> real-basis coefficients (..., n_real)."""
+
+    @abc.abstractmethod
+    def from_real(self, b: np.ndarray) -> np.ndarray:
+        """Real-basis coefficients (..., n_real) -> state coefficients (..., n_state)."""
+
+    def zeros(self) -> np.ndarray:
+        return np.zeros(self.n_state, dtype=self.state_dtype)
+
+    def mass(self, c: np.ndarray) -> float:
+        """∫ f = ``c_00 sqrt(|S^{d-1}|)``."""
+        return float(np.real(c[0])) * math.sqrt(sphere_area(self.d))
+
+    def energy(self, c: np.ndarray) -> np.ndarray:
+        """Per-entry energies ``mult |c|²`` (their sum is ∫ f²)."""
+        return self.mult * np.abs(c) ** 2
+
+    # -- transforms at points ---------------------------------------------------------------
+    @abc.abstractmethod
+    def real_basis(self, x: np.ndarray) -> np.ndarray:
+        """Real orthonormal basis functions at unit vectors x (N, d), shape (N, n_real) (direct)."""
+
+    @abc.abstractmethod
+    def dirac(self, x: np.ndarray) -> np.ndarray:
+        """State coefficients of the Dirac masses δ_{x_i} truncated at lmax, conj(Y(x_i)), shape (N, n_state) (direct)."""
+
+    @abc.abstractmethod
+    def evaluate(self, c: np.ndarray, x: np.ndarray, *, epsilon: float | None = None) -> np.ndarray:
+        """Values (N,) at unit vectors x (N, d) of the field with state coefficients c.
+
+        ``epsilon`` is the accuracy of a non-uniform transform where one is used (default
+        ``NUFFT_EPS``); direct evaluations ignore it.
+        """
+
+    @abc.abstractmethod
+    def adjoint(self, values: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """Σ_q values_q conj(Y(x_q)) in the state layout: the weak form of a weighted point cloud.
+
+        The degree-0 entry is formed by the exact sum, so the mass Σ_q values_q is kept
+        to round-off whatever the transform accuracy.
+        """
+
+    @abc.abstractmethod
+    def gradient_at(self, c: np.ndarray, x: np.ndarray, *, epsilon: float | None = None) -> np.ndarray:
+        """Ambient tangent vectors ∇_S f(x), shape (N, d), of the field with state coefficients c."""
+
+    # -- grids -------------------------------------------------------------------------
+    @abc.abstractmethod
+    def grid(self, n: int | None = None) -> Grid:
+        """Quadrature grid obeying the 3/2 rule for degree lmax (``n`` overrides the node count per axis)."""
+
+    @abc.abstractmethod
+    def plot_values(self, c: np.ndarray, nlat: int | None = None, nlon: int | None = None) -> tuple:
+        """Values on a regular grid for plotting (S^2: colat, lon, values; S^1: theta, values)."""
