@@ -1,0 +1,99 @@
+"""The sphere layer: every basis against direct evaluation, exact quadrature, layout round trips."""
+
+import numpy as np
+import pytest
+
+from meanfield.sphere import (
+    basis,
+    check_dimension,
+    circle_quadrature,
+    gauss_legendre,
+    project,
+    sample_uniform,
+    sphere_area,
+    sphere_quadrature,
+    supported_dimensions,
+    zonal,
+)
+
+
+@pytest.mark.parametrize("d", supported_dimensions())
+def test_basis_orthonormal_on_its_grid(d):
+    """∫ Y_i Y_j = δ_ij by the basis' own 3/2-rule grid (exact for degree <= 2 lmax)."""
+    b = basis(d, 10)
+    g = b.grid()
+    B = b.real_basis(g.points)
+    gram = B.T @ (g.weights[:, None] * B)
+    assert np.abs(gram - np.eye(b.n_real)).max() < 1e-12
+    assert abs(g.weights.sum() - sphere_area(d)) < 1e-12
+
+
+@pytest.mark.parametrize("d", supported_dimensions())
+def test_addition_theorem_and_dirac(d):
+    """Σ_m Y_lm(x) Y_lm(y) = Z_l(<x, y>) and the Dirac coefficients are conj(Y(x)) in the state layout."""
+    lmax = 7
+    b = basis(d, lmax)
+    rng = np.random.default_rng(1)
+    x, y = sample_uniform(5, d, rng), sample_uniform(5, d, rng)
+    Bx, By = b.real_basis(x), b.real_basis(y)
+    deg = b.real_degrees()
+    z = zonal(d, lmax, np.einsum("ij,ij->i", x, y))
+    for ell in range(lmax + 1):
+        sel = deg == ell
+        assert np.abs((Bx[:, sel] * By[:, sel]).sum(1) - z[ell]).max() < 1e-12
+    # δ_x evaluated at y through the state layout equals the truncated reproducing kernel
+    dir_x = b.dirac(x)
+    vals = np.array([b.evaluate(dir_x[i], y[i : i + 1])[0] for i in range(5)])
+    assert np.abs(vals - z.sum(0)).max() < 1e-10
+
+
+@pytest.mark.parametrize("d", supported_dimensions())
+def test_layout_round_trips(d):
+    b = basis(d, 6)
+    rng = np.random.default_rng(2)
+    r = rng.standard_normal(b.n_real)
+    c = b.from_real(r)
+    assert c.shape == (b.n_state,) and np.abs(b.to_real(c) - r).max() < 1e-15
+    # zero-padding to a higher degree and truncating back is the identity
+    big = b.resize(c, 9)
+    assert np.array_equal(basis(d, 9).resize(big, 6), c)
+    assert type(b).lmax_from_size(b.n_state, b.state_dtype) == 6
+    # Parseval: Σ mult |c|² = Σ r²
+    assert abs(b.energy(c).sum() - (r**2).sum()) < 1e-12
+    # every degree l appears in the state layout, with total multiplicity dim H_l
+    assert np.array_equal(np.bincount(b.ell, weights=b.mult), np.bincount(b.real_degrees()).astype(float))
+
+
+@pytest.mark.parametrize("d", supported_dimensions())
+def test_gradient_at_points_matches_finite_differences(d):
+    b = basis(d, 8)
+    rng = np.random.default_rng(3)
+    c = b.from_real(rng.standard_normal(b.n_real))
+    x = sample_uniform(20, d, rng)
+    g = b.gradient_at(c, x)
+    assert np.abs(np.einsum("ij,ij->i", g, x)).max() < 1e-12  # tangent
+    h = 1e-6
+    for k in range(3):
+        e = project(rng.standard_normal((20, d)))
+        e -= np.einsum("ij,ij->i", e, x)[:, None] * x
+        e /= np.linalg.norm(e, axis=1, keepdims=True)
+        fd = (b.evaluate(c, project(x + h * e)) - b.evaluate(c, project(x - h * e))) / (2 * h)
+        assert np.abs(fd - np.einsum("ij,ij->i", g, e)).max() < 1e-6
+
+
+def test_quadrature_rules_are_exact():
+    x, w = gauss_legendre(6)
+    assert abs(w @ x**10 - 2 / 11) < 1e-14
+    nodes, w = sphere_quadrature(6)
+    assert abs(w @ nodes[:, 2] ** 10 - 4 * np.pi / 11) < 1e-13
+    nodes, w = circle_quadrature(8)
+    assert abs(w @ nodes[:, 0] ** 6 - 2 * np.pi * 5 / 16) < 1e-13
+
+
+def test_dimension_and_degree_are_validated_once():
+    with pytest.raises(ValueError, match="d = 5: spectral bases exist for d = 2"):
+        check_dimension(5)
+    with pytest.raises(ValueError, match="lmax must be <= 4096"):
+        basis(3, 5000)
+    with pytest.raises(ValueError, match="lmax must be >= 0"):
+        basis(2, -1)
