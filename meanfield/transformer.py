@@ -29,7 +29,7 @@ from .attention import DEFAULT_BLOCK, softmax_attention
 from .kernels import ActivationKernel
 from .noise import check_noise
 from .particles import NonFiniteError
-from .sphere import project
+from .sphere import project, supported_dimensions
 from .trajectory import Trajectory
 
 __all__ = ["Transformer", "TransformerResult"]
@@ -105,9 +105,9 @@ class Transformer:
                 raise ValueError("noise is used only in the Gaussian-field mode (width=None); "
                                  f"with width = {self.width} the layer fields are drawn from the run seed")
             check_noise(noise, self.d, t_end=self.T)
-        elif self.width is None and self.d not in (2, 3):
+        elif self.width is None and self.d not in supported_dimensions():
             raise ValueError(f"width=None (Gaussian field) with d = {self.d} needs a noise source: pass noise= "
-                             "(NoisePath exists for d = 2, 3 only), or use a finite width")
+                             f"(NoisePath exists for d in {supported_dimensions()}), or use a finite width")
         self.noise = noise
         self.alpha1 = self.T / self.L
         self.alpha2 = math.sqrt(self.T / self.L)

@@ -6,7 +6,7 @@ import numpy as np
 
 from .._validate import as_int
 from ..kernels import Kernel, SpectralKernel
-from ..sphere import basis
+from ..sphere import basis, supported_dimensions
 from ._base import NoiseField, NoiseSource
 from ._tree import BrownianTree
 
@@ -88,9 +88,9 @@ class NoisePath(NoiseSource):
             raise TypeError(f"kernel must be a meanfield.kernels.Kernel (e.g. ActivationKernel or SpectralKernel), "
                             f"got {type(kernel).__name__}")
         self.d = as_int(d, "d", min_value=2)
-        if self.d not in (2, 3):
-            raise ValueError(f"d must be 2 (Fourier on S^1) or 3 (spherical harmonics on S^2) for a NoisePath, got {d}; "
-                             "use RandomFeatureNoise for d >= 4")
+        if self.d not in supported_dimensions():
+            raise ValueError(f"d = {d}: a NoisePath needs a harmonic basis of S^{{d-1}}, available for d in "
+                             f"{supported_dimensions()}; use RandomFeatureNoise for other d")
         if isinstance(kernel, SpectralKernel) and kernel.d != self.d:
             raise ValueError(f"kernel is a SpectralKernel on S^{kernel.d - 1}, but d = {self.d}")
         self.lmax = as_int(lmax, "lmax", min_value=0, max_value=4096)
