@@ -1,4 +1,4 @@
-"""Tests of the study runner (meanfield.runner) and its result store (meanfield.store)."""
+"""Tests of the study runner (meanfield.runner) and its result store (meanfield.runner.store)."""
 
 from __future__ import annotations
 
