@@ -78,3 +78,9 @@ def mixed_types(params, seed):
         "ints": np.arange(4, dtype=np.int16),
         "spectrum": rng.random(3) + 1j * rng.random(3),
     }
+
+
+def pause(params, seed):
+    """:func:`noise` after sleeping ``params["sleep"]`` seconds (to keep a store open for a while)."""
+    time.sleep(params["sleep"])
+    return noise(params, seed)

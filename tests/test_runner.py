@@ -1,4 +1,4 @@
-"""Tests of the study runner (meanfield.runner) and its result store (meanfield.store)."""
+"""Tests of the study runner (meanfield.runner) and its result store (meanfield.runner.store)."""
 
 from __future__ import annotations
 
@@ -17,10 +17,10 @@ import pytest
 
 import meanfield
 import runner_tasks
-from meanfield._tasks import spawn_key
+from meanfield.runner._tasks import spawn_key
 from meanfield.cli.execution import add_execution_arguments, execution_kwargs, report_location
 from meanfield.runner import Study, StudyFailedError, run_study
-from meanfield.store import StoreMismatchError, load_store
+from meanfield.runner.store import StoreMismatchError, load_store
 
 TESTS_DIR = Path(__file__).resolve().parent
 REPO_ROOT = TESTS_DIR.parent

@@ -1,7 +1,7 @@
 """Assemble the result table of a study from its task records.
 
 The same function builds the table of a fresh run, of a resumed run and of
-:func:`meanfield.store.load_store`, so the three agree exactly.
+:func:`meanfield.runner.store.load_store`, so the three agree exactly.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from meanfield._tasks import REPLICA, Task
+from meanfield.runner._tasks import REPLICA, Task
 
 __all__ = ["build_frame"]
 
@@ -35,7 +35,7 @@ def build_frame(
     tasks : sequence of Task
         All tasks of the study, in expansion order.
     records : dict
-        ``task key -> record`` (see :func:`meanfield._worker.normalise_result`)
+        ``task key -> record`` (see :func:`meanfield.runner._worker.normalise_result`)
         for the finished tasks; tasks without a record are left out.
     param_names : sequence of str
         Grid parameter names, in column order.
@@ -54,7 +54,7 @@ def build_frame(
 
     Examples
     --------
-    >>> from meanfield._tasks import expand_tasks, normalise_grid
+    >>> from meanfield.runner._tasks import expand_tasks, normalise_grid
     >>> tasks = expand_tasks(normalise_grid({"N": [8]}), 1)
     >>> rec = {tasks[0].key: {"scalars": {"e": np.float64(0.5)}, "arrays": {}}}
     >>> build_frame(tasks, rec, ["N"])[0].columns.tolist()

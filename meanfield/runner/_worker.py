@@ -7,12 +7,21 @@ only NumPy, this module and the module of the task function.
 from __future__ import annotations
 
 import numbers
+import os
+import signal
+import sys
+import threading
+import time
 import traceback
 from collections.abc import Mapping
 
 import numpy as np
 
-__all__ = ["run_task", "normalise_result"]
+__all__ = ["run_task", "normalise_result", "end_with_parent"]
+
+#: Seconds between two checks of the parent process by the portable watcher thread.
+_PARENT_POLL = 0.5
+_PR_SET_PDEATHSIG = 1
 
 #: Scalar dtypes a record may hold (Parquet columns): bool, signed/unsigned int, float.
 _SCALAR_KINDS = "biuf"
@@ -125,3 +134,51 @@ def run_task(params: dict, seed: np.random.SeedSequence, fn, reserved: tuple = (
     except Exception as exc:  # report any task error with its traceback
         return ("error", f"{type(exc).__name__}: {exc}", traceback.format_exc())
     return ("ok", record)
+
+
+def _parent_death_signal() -> bool:
+    """Ask Linux to SIGKILL this process when its parent dies; return whether that worked."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _watch_parent(parent_pid: int) -> None:
+    while True:
+        time.sleep(_PARENT_POLL)
+        if os.getppid() != parent_pid:
+            os._exit(1)
+
+
+def end_with_parent(parent_pid: int) -> None:
+    """Make this worker process end as soon as the process ``parent_pid`` dies.
+
+    The initializer of the runner's pool workers: without it, a worker of a
+    main process that was killed (SIGKILL, SIGTERM, out of memory) finishes
+    its current task, and possibly more, before it notices. On Linux the
+    kernel sends the worker SIGKILL when its parent dies
+    (``prctl(PR_SET_PDEATHSIG)``); elsewhere a daemon thread checks every
+    0.5 s whether the worker was re-parented (``os.getppid()`` changed) and
+    then ends the process. On Windows, where ``os.getppid()`` does not change,
+    it has no effect.
+
+    Parameters
+    ----------
+    parent_pid : int
+        Process id of the main process (the pool's owner).
+
+    Examples
+    --------
+    >>> pool = ProcessPoolExecutor(2, initializer=end_with_parent, initargs=(os.getpid(),))  # doctest: +SKIP
+    """
+    if _parent_death_signal() and os.getppid() == parent_pid:
+        return
+    if os.getppid() != parent_pid:  # the parent died before the signal was armed
+        os._exit(1)
+    threading.Thread(target=_watch_parent, args=(parent_pid,), name="meanfield-parent-watch", daemon=True).start()

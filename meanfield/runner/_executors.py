@@ -9,11 +9,14 @@ call could not be carried out (a worker died, a value could not be pickled).
 from __future__ import annotations
 
 import multiprocessing
+import os
 import queue
 import traceback
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+
+from meanfield.runner._worker import end_with_parent
 
 __all__ = ["SerialBackend", "PoolBackend", "DaskBackend", "import_distributed"]
 
@@ -93,7 +96,9 @@ class PoolBackend:
     safe next to threads in the parent; they import the task function's
     module, so it must be importable (not defined in ``python -c`` or a
     notebook). If a worker dies (e.g. killed for memory), the calls in flight
-    report an error and the pool is replaced for later calls.
+    report an error and the pool is replaced for later calls. Workers end
+    when the main process dies, even in the middle of a task
+    (:func:`meanfield.runner._worker.end_with_parent`).
 
     Parameters
     ----------
@@ -116,7 +121,12 @@ class PoolBackend:
 
     def _ensure_pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"))
+            self._pool = ProcessPoolExecutor(
+                self.workers,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=end_with_parent,
+                initargs=(os.getpid(),),
+            )
             self._generation += 1
         return self._pool
 
