@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["run_parts", "plain", "write_config"]
+__all__ = ["run_parts", "plain", "write_config", "write_summary_and_config"]
 
 
 def run_parts(studies: dict, *, store=None, substores: bool = True, **execution) -> tuple[dict, dict]:
@@ -65,3 +65,12 @@ def write_config(path, config: dict) -> Path:
     path = Path(path)
     path.write_text(json.dumps(plain(config), indent=2, sort_keys=False) + "\n", encoding="utf-8")
     return path
+
+
+def write_summary_and_config(out, summary: str, config: dict, settings=None) -> dict:
+    """Write ``out/summary.md`` and ``out/config.json`` (``config`` updated with ``settings``);
+    returns ``{"summary": [path], "config": [path]}``."""
+    out = Path(out)
+    (out / "summary.md").write_text(summary, encoding="utf-8")
+    return {"summary": [out / "summary.md"],
+            "config": [write_config(out / "config.json", {**config, **dict(settings or {})})]}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .._common import write_config
+from .._common import write_summary_and_config
 from ._analysis import ChaosReport
 
 
@@ -134,9 +134,8 @@ def write_outputs(report: ChaosReport, out, *, extra: Mapping | None = None, set
         files[f"spde_check.{fmt}"] = path
     report.diagnostics.to_csv(out / "diagnostics.csv", index=False)
     files["diagnostics.csv"] = out / "diagnostics.csv"
-    (out / "summary.md").write_text(summary_markdown(report, extra=extra), encoding="utf-8")
-    files["summary.md"] = out / "summary.md"
-    files["config.json"] = write_config(out / "config.json", {**resolved_config(report), **dict(settings or {})})
+    written = write_summary_and_config(out, summary_markdown(report, extra=extra), resolved_config(report), settings)
+    files["summary.md"], files["config.json"] = written["summary"][0], written["config"][0]
     return files
 
 

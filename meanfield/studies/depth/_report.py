@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .._common import write_config
+from .._common import write_summary_and_config
 from ._analysis import DepthStudyResult
 from ._presets import STRONG_TOLERANCE, WIDTH_TOLERANCE
 
@@ -92,9 +92,7 @@ def write_outputs(res: DepthStudyResult, out_dir, *, extra: Mapping | None = Non
     figs = [out / "width.png", out / "width.pdf"]
     _fig_width(res.width, figs)
     files["width_fig"] = figs
-    (out / "summary.md").write_text(summary_markdown(res, extra=extra), encoding="utf-8")
-    files["summary"] = [out / "summary.md"]
-    files["config"] = [write_config(out / "config.json", {**resolved_config(res), **dict(settings or {})})]
+    files.update(write_summary_and_config(out, summary_markdown(res, extra=extra), resolved_config(res), settings))
     return files
 
 

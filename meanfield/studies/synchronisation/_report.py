@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .._common import write_config
+from .._common import write_summary_and_config
 from ._analysis import SyncStudyResult
 
 
@@ -101,9 +101,7 @@ def write_outputs(res: SyncStudyResult, out_dir, *, extra: Mapping | None = None
         figs = [out / "spde_energy.png", out / "spde_energy.pdf"]
         _fig_spde(res.spde, figs)
         files["spde_fig"] = figs
-    (out / "summary.md").write_text(summary_markdown(res, extra=extra), encoding="utf-8")
-    files["summary"] = [out / "summary.md"]
-    files["config"] = [write_config(out / "config.json", {**resolved_config(res), **dict(settings or {})})]
+    files.update(write_summary_and_config(out, summary_markdown(res, extra=extra), resolved_config(res), settings))
     return files
 
 
