@@ -63,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{prefix} {exc}", file=sys.stderr)
         return EXIT_USAGE
     except ImportError as exc:
-        print(f"{prefix} {exc} (the Dask executor needs: pip install 'meanfield[distributed]')", file=sys.stderr)
+        hint = " (the Dask executor needs: pip install 'meanfield[distributed]')" if "dask" in str(exc).lower() else ""
+        print(f"{prefix} {exc}{hint}", file=sys.stderr)
         return EXIT_USAGE
     except OSError as exc:
         err = fs_error("file-system error on", exc.filename or "?", exc)

@@ -13,7 +13,6 @@ trajectories and ``config.json`` (the settings) into ``--out``.
 
 from __future__ import annotations
 
-import argparse
 import math
 import time
 from pathlib import Path

@@ -8,8 +8,6 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from meanfield._validate import as_int
-
 from ._presets import _check_config, config
 
 
