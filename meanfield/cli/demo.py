@@ -2,18 +2,17 @@
 
 Runs, on built-in defaults (S^2, 32 tokens, ReLU noise of degree 8, β = 1, T = 2):
 
-1. the Gaussian-field transformer of SPEC §1 with L layers, whose layer fields are the
+1. the Gaussian-field transformer with L layers, whose layer fields are the
    increments of a :class:`~meanfield.noise.NoisePath`;
-2. the particle SDE of SPEC §3 (projected Euler, dt = T / 2^10) on the *same* path;
+2. the limiting particle SDE (projected Euler, dt = T / 2^10) on the *same* path;
 
 prints a summary (kept fraction of κ(1), top Lyapunov exponent, gap energy at start and
 end, transformer-vs-SDE distance at T, largest ``| |x| - 1 |``) and writes a PNG of the token
-trajectories into ``--out``.
+trajectories and ``config.json`` (the settings) into ``--out``.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 import time
 from pathlib import Path
@@ -21,8 +20,17 @@ from pathlib import Path
 import numpy as np
 
 from .._validate import as_float, as_int
+from ._common import CITATION, EXIT_CODES_HELP, HelpFormatter, check_output_dir
 
-__all__ = ["register", "run_demo"]
+__all__ = ["register", "main", "run_demo"]
+
+DESCRIPTION = f"""\
+A deep transformer and its SDE limit on one common noise path (defaults: S^2, 32 tokens,
+ReLU noise of degree 8, beta = 1, T = 2). Prints a summary (kept fraction of kappa(1), top
+Lyapunov exponent, gap energy at start and end, transformer-vs-SDE distance at T) and
+writes demo_trajectories.png and config.json into --out.
+
+Reference: {CITATION}."""
 
 
 def register(subparsers) -> None:
@@ -30,22 +38,27 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "demo",
         help="transformer vs SDE on one noise path (S^2 defaults), summary + trajectory plot",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=DESCRIPTION,
+        epilog=EXIT_CODES_HELP,
+        formatter_class=HelpFormatter,
     )
-    p.add_argument("--out", default="meanfield-out", help="output directory (default: meanfield-out/)")
+    p.add_argument("--out", default="meanfield-out", help="output directory (created)")
     p.add_argument("--d", type=int, default=3, choices=(2, 3), help="ambient dimension: 3 = S^2, 2 = S^1")
-    p.add_argument("--tokens", type=int, default=32, help="number of tokens N (default 32)")
-    p.add_argument("--layers", type=int, default=256, help="transformer depth L (default 256)")
-    p.add_argument("--beta", type=float, default=1.0, help="attention inverse temperature (default 1)")
-    p.add_argument("--T", type=float, default=2.0, help="horizon (default 2)")
-    p.add_argument("--lmax", type=int, default=8, help="degree of the ReLU noise field (default 8)")
+    p.add_argument("--tokens", type=int, default=32, help="number of tokens N")
+    p.add_argument("--layers", type=int, default=256, help="transformer depth L")
+    p.add_argument("--beta", type=float, default=1.0, help="attention inverse temperature")
+    p.add_argument("--T", type=float, default=2.0, help="horizon T")
+    p.add_argument("--lmax", type=int, default=8, help="degree of the ReLU noise field")
     p.add_argument("--seed", type=int, default=0, help="seed of the noise path and the tokens")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG")
-    p.set_defaults(func=_main)
+    p.set_defaults(func=main)
 
 
-def _main(args) -> int:
+def main(args) -> int:
+    """Run the demo on the parsed options, print the summary, write the figure and config.json."""
+    plot = not args.no_plot
+    if plot:
+        check_output_dir(args.out)
     summary = run_demo(
         out=args.out, d=args.d, n_tokens=args.tokens, layers=args.layers, beta=args.beta, T=args.T,
         lmax=args.lmax, seed=args.seed, plot=not args.no_plot,
@@ -54,7 +67,17 @@ def _main(args) -> int:
     for key, value in summary.items():
         text = f"{value:.6g}" if isinstance(value, float) else str(value)
         print(f"{key:<{width}}  {text}")
+    if plot:
+        from meanfield.studies._common import write_config
+
+        settings = {"command": "demo", "d": args.d, "tokens": args.tokens, "layers": args.layers, "beta": args.beta,
+                    "T": args.T, "lmax": args.lmax, "seed": args.seed}
+        print(f"settings: {write_config(Path(args.out) / 'config.json', settings)}")
     return 0
+
+
+#: Former name of :func:`main`.
+_main = main
 
 
 def run_demo(*, out="meanfield-out", d: int = 3, n_tokens: int = 32, layers: int = 256, beta: float = 1.0,

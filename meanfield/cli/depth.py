@@ -1,52 +1,51 @@
-"""``meanfield depth``: depth and width convergence of the transformer to the SDE (SPEC §9, Thm 1.1).
+"""``meanfield depth``: depth and width convergence of the transformer to the SDE.
 
-Runs :func:`meanfield.studies.depth.run_depth_study` on a preset (``--quick``, the
-default, a few minutes on 2 cores; ``--full``; ``--test``, seconds), writes into ``--out``
-the tables ``strong_L``, ``width_cells``, ``width_fit``, ``weak_L``, ``limits`` (CSV,
-Markdown, LaTeX) and the figures ``strong_L`` and ``width`` (PNG, PDF), prints the tables
-and where everything is.
+Runs :mod:`meanfield.studies.depth` on a preset (``--quick``, the default, a few minutes on
+2 cores; ``--full``; ``--test``, seconds), writes into ``--out`` the tables ``strong_L``,
+``width_cells``, ``width_fit``, ``weak_L``, ``limits`` (CSV, Markdown, LaTeX), the figures
+``strong_L`` and ``width`` (PNG, PDF), ``summary.md`` and ``config.json``, and prints the
+tables and where everything is.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from meanfield.cli.execution import add_execution_arguments, add_preset_arguments, execution_kwargs, report_location
+from ._common import CITATION
+from ._study import run_study_command, study_parser
+
+__all__ = ["register", "main"]
+
+DESCRIPTION = f"""\
+Depth/width convergence of the discrete transformer to the limiting SDE: strong error in
+the depth L on one coupled noise path, error in law in the width m, and the two iterated
+limits on an (L, m) grid.
+
+Reference: {CITATION}, Thm 1.1.
+
+Writes into --out: strong_L, width_cells, width_fit, weak_L, limits (.csv, .md, .tex),
+the figures strong_L and width (.png, .pdf), summary.md and config.json.
+With --store DIR the two parts keep the sub-stores DIR/strong and DIR/width."""
 
 
 def register(subparsers) -> argparse.ArgumentParser:
     """Add the ``depth`` subcommand and return its parser."""
-    p = subparsers.add_parser(
-        "depth",
-        help="strong error in depth L, error in law in width m, (L, m) iterated limits",
-        description="Depth/width convergence of the discrete transformer to the limiting SDE (SPEC §9, Thm 1.1).",
-    )
-    from meanfield.studies.depth import DEPTH_PRESETS
+    from meanfield.studies.depth import PRESETS
 
-    add_preset_arguments(p, DEPTH_PRESETS, quick_help="quick preset (default; a few minutes on 2 cores)",
-                         full_help="full preset (long)")
-    p.add_argument("--out", default="depth_results", metavar="DIR", help="output directory (default: depth_results)")
-    p.add_argument("--seed", type=int, default=0, help="root seed of the studies (default 0)")
-    add_execution_arguments(p)
-    p.set_defaults(func=run)
+    p = study_parser(subparsers, "depth", help="strong error in depth L, error in law in width m, (L, m) iterated "
+                     "limits", description=DESCRIPTION, presets=PRESETS, out_default="depth_results",
+                     quick_help="quick preset (the default; a few minutes on 2 cores)", full_help="full preset (long)")
+    p.set_defaults(func=main)
     return p
 
 
-def run(args) -> int:
-    """Run the preset, write tables and figures, print them and their location."""
-    from meanfield.rates import slope_summary, to_markdown
-    from meanfield.studies.depth import run_depth_study, write_depth_outputs
+def main(args) -> int:
+    """Run the preset, write tables, figures, summary and config, print them and their location."""
+    from meanfield.studies import depth
 
-    res = run_depth_study(args.preset, root_seed=args.seed, **execution_kwargs(args))
-    files = write_depth_outputs(res, args.out)
-    print("\n## strong error in L (theory slope -1/2, one coupled path)\n")
-    print(to_markdown(res.strong_table))
-    print(slope_summary(res.strong_table).to_string(index=False))
-    for name in ("cells", "width_fit", "weak_L", "limits"):
-        print(f"\n## {name}\n")
-        print(res.width[name].to_string(index=False))
-    print(f"\nrun time: strong {res.seconds['strong']:.1f} s, width {res.seconds['width']:.1f} s")
-    report_location(res.strong)
-    report_location(res.width_result)
-    print(f"tables and figures: {args.out}  ({sum(len(v) for v in files.values())} files)")
-    return 0
+    cfg = depth.config(args.preset)
+    return run_study_command(args, depth, cfg, analyse_kwargs={"preset": args.preset})
+
+
+#: Former name of :func:`main`.
+run = main

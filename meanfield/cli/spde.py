@@ -1,9 +1,11 @@
-"""``meanfield spde``: solve the McKean–Vlasov SPDE (SPEC §4, §6) from flags or a TOML file.
+"""``meanfield spde``: solve the McKean–Vlasov SPDE from flags or a TOML file.
 
 Writes ``<output>.npz`` (times, coefficients, JSON metadata: parameters, seed, noise,
-package version; read it back with :meth:`meanfield.spde.SPDESolution.load`) and
-``<output>.png`` (the density at the saved times: Mollweide maps on S^2, a line plot on
-S^1), and prints both paths.
+package version; read it back with :meth:`meanfield.spde.SPDESolution.load`),
+``<output>.json`` (the resolved settings) and ``<output>.png`` (the density at the saved
+times: Mollweide maps on S^2, a line plot on S^1), and prints the paths. If the solver
+loses resolution, the part computed so far is saved as ``<output>_partial.{npz,json,png}``
+and the command exits with code 3, naming remedies computed from the settings.
 
 A TOML configuration uses the long flag names with underscores, e.g.::
 
@@ -29,7 +31,17 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
+
+from ._common import (
+    CITATION,
+    EXIT_CODES_HELP,
+    EXIT_FILESYSTEM,
+    EXIT_UNRESOLVED,
+    CommandError,
+    HelpFormatter,
+    check_output_file,
+    fs_error,
+)
 
 #: Built-in defaults (used when neither a flag nor the config file sets a value).
 DEFAULTS = {
@@ -56,53 +68,169 @@ DEFAULTS = {
 }
 
 
+DESCRIPTION = f"""\
+Solve the stochastic McKean-Vlasov SPDE of the token density on S^1 or S^2 (push-forward
+or exponential scheme) on one common noise path, from flags or a TOML file (flags
+override the file; a TOML file uses the long option names with underscores, e.g.
+noise_lmax = 8).
+
+Writes OUTPUT.npz (times, coefficients, metadata), OUTPUT.json (the resolved settings)
+and OUTPUT.png (the density at the saved times). If the solution stops being resolved,
+the part computed so far is saved as OUTPUT_partial.npz/.json/.png (exit code 3).
+
+Reference: {CITATION}."""
+
+#: Help of each option (the default is appended from :data:`DEFAULTS`).
+_HELP = {
+    "d": "ambient dimension: 2 (S^1) or 3 (S^2)",
+    "scheme": "time stepper: pushforward or exponential",
+    "beta": "attention inverse temperature (>= 0)",
+    "lmax": "harmonic degree of the state (>= 1)",
+    "dt": "time step (> 0)",
+    "T": "final time (> 0, a multiple of --dt)",
+    "n_save": "number of saved times, including t = 0 (>= 1)",
+    "noise": "activation of the MLP noise (relu, tanh, gelu, erf, linear), 'rotation' or 'none'",
+    "noise_lmax": "truncation degree l_sigma of the noise (>= 0)",
+    "noise_scale": "output scale sigma of the noise (>= 0)",
+    "seed": "seed of the noise path (>= 0)",
+    "init": "initial density: vmf, uniform or mixture",
+    "kappa": "von Mises-Fisher concentration (>= 0)",
+    "mu": "von Mises-Fisher mean direction, d numbers (default: the last axis)",
+    "filter": "order of the exponential spectral filter (>= 1; default: off)",
+    "tail_tol": "stop when the spectral tail exceeds this (> 0)",
+    "neg_tol": "stop when the negative mass exceeds this (> 0)",
+    "output": "output prefix: writes PREFIX.npz, PREFIX.json and PREFIX.png",
+}
+
+
+def _flag(key: str) -> str:
+    return "--" + key.replace("_", "-")
+
+
 def register(subparsers) -> argparse.ArgumentParser:
     """Add the ``spde`` subcommand to an ``argparse`` subparsers object and return its parser."""
     p = subparsers.add_parser(
         "spde",
         help="solve the McKean-Vlasov SPDE on S^1 / S^2 and save coefficients and a figure",
-        description="Solve the stochastic McKean-Vlasov SPDE of the token density (SPEC §4, §6).",
+        description=DESCRIPTION,
+        epilog=EXIT_CODES_HELP,
+        formatter_class=HelpFormatter,
     )
-    p.add_argument("--config", help="TOML file with the parameters (flags override it)")
-    p.add_argument("--d", type=int, choices=(2, 3), help="ambient dimension: 2 (S^1) or 3 (S^2)")
-    p.add_argument("--scheme", choices=("pushforward", "exponential"), help="time stepper (SPEC §6 (b) / (a))")
-    p.add_argument("--beta", type=float, help="attention inverse temperature")
-    p.add_argument("--lmax", type=int, help="harmonic degree of the state")
-    p.add_argument("--dt", type=float, help="time step")
-    p.add_argument("--T", type=float, help="final time")
-    p.add_argument("--n-save", dest="n_save", type=int, help="number of saved times (including t = 0)")
-    p.add_argument("--noise", help="activation of the MLP noise (relu, tanh, gelu, erf, linear), 'rotation' or 'none'")
-    p.add_argument("--noise-lmax", dest="noise_lmax", type=int, help="truncation degree l_sigma of the noise")
-    p.add_argument("--noise-scale", dest="noise_scale", type=float, help="output scale sigma of the noise")
-    p.add_argument("--seed", type=int, help="seed of the noise path")
-    p.add_argument("--init", choices=("vmf", "uniform", "mixture"), help="initial density")
-    p.add_argument("--kappa", type=float, help="von Mises-Fisher concentration")
-    p.add_argument("--mu", type=float, nargs="+", help="von Mises-Fisher mean direction")
-    p.add_argument("--no-attention", dest="attention", action="store_const", const=False, help="pure noise")
-    p.add_argument("--filter", type=int, help="order of the exponential spectral filter (off by default)")
-    p.add_argument("--tail-tol", dest="tail_tol", type=float, help="stop when the spectral tail exceeds this")
-    p.add_argument("--neg-tol", dest="neg_tol", type=float, help="stop when the negative mass exceeds this")
-    p.add_argument("--output", help="output prefix (writes PREFIX.npz and PREFIX.png)")
+
+    def opt(key, **kw):
+        text = _HELP[key]
+        if "default" not in text:
+            text += f" (default: {DEFAULTS[key]})"
+        p.add_argument(_flag(key), dest=key, help=text, **kw)
+
+    p.add_argument("--config", metavar="FILE", help="TOML file with the parameters (flags override it)")
+    opt("d", type=int, choices=(2, 3))
+    opt("scheme", choices=("pushforward", "exponential"))
+    opt("beta", type=float)
+    opt("lmax", type=int)
+    opt("dt", type=float)
+    opt("T", type=float)
+    opt("n_save", type=int)
+    opt("noise")
+    opt("noise_lmax", type=int)
+    opt("noise_scale", type=float)
+    opt("seed", type=int)
+    opt("init", choices=("vmf", "uniform", "mixture"))
+    opt("kappa", type=float)
+    opt("mu", type=float, nargs="+")
+    p.add_argument("--no-attention", dest="attention", action="store_const", const=False,
+                   help="pure noise: no attention term")
+    opt("filter", type=int)
+    opt("tail_tol", type=float)
+    opt("neg_tol", type=float)
+    opt("output", metavar="PREFIX")
     p.add_argument("--no-plot", dest="plot", action="store_const", const=False, help="skip the figure")
-    p.set_defaults(func=run)
+    p.add_argument("--progress", action="store_true", default=False, help="show a progress bar of the time steps")
+    p.set_defaults(func=main)
     return p
 
 
-def _settings(args) -> dict:
-    cfg: dict = {}
-    if getattr(args, "config", None):
-        import tomllib
+def _read_config(path: str) -> dict:
+    import tomllib
 
-        with open(args.config, "rb") as f:
-            cfg = tomllib.load(f)
-        unknown = set(cfg) - set(DEFAULTS)
-        if unknown:
-            raise ValueError(f"unknown keys in {args.config}: {sorted(unknown)}; allowed: {sorted(DEFAULTS)}")
-    out = {}
+    try:
+        with open(path, "rb") as f:
+            text = f.read()
+    except OSError as exc:
+        raise fs_error("cannot read the configuration file", path, exc) from None
+    try:
+        cfg = tomllib.loads(text.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise CommandError(f"cannot parse the configuration file {path!r} as TOML: {exc}") from None
+    unknown = set(cfg) - set(DEFAULTS)
+    if unknown:
+        raise CommandError(f"unknown keys in {path}: {sorted(unknown)}; allowed: {sorted(DEFAULTS)}")
+    return cfg
+
+
+def _settings(args) -> tuple[dict, dict]:
+    """The settings (flag, else config file, else default) and where each came from."""
+    path = getattr(args, "config", None)
+    cfg = _read_config(path) if path else {}
+    out, source = {}, {}
     for key, default in DEFAULTS.items():
         flag = getattr(args, key, None)
-        out[key] = flag if flag is not None else cfg.get(key, default)
-    return out
+        if flag is not None:
+            out[key], source[key] = flag, _flag(key)
+        elif key in cfg:
+            out[key], source[key] = cfg[key], f"{key} (in {path})"
+        else:
+            out[key], source[key] = default, key
+    return out, source
+
+
+def _check(s: dict, source: dict) -> dict:
+    """Check every setting, with a message naming the option (or config key) that set it."""
+
+    def bad(key, what):
+        return CommandError(f"{source[key]} {what}, got {s[key]!r}")
+
+    def number(key, kind=float, low=None, strict=False, optional=False):
+        v = s[key]
+        if v is None and optional:
+            return None
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (kind is int and not float(v).is_integer()):
+            raise bad(key, "must be " + ("an integer" if kind is int else "a number"))
+        v = kind(v)
+        if not math.isfinite(v):
+            raise bad(key, "must be finite")
+        if low is not None and (v <= low if strict else v < low):
+            raise bad(key, f"must be {'>' if strict else '>='} {low:g}")
+        s[key] = v
+        return v
+
+    if s["d"] not in (2, 3):
+        raise bad("d", "must be 2 (S^1) or 3 (S^2)")
+    for key, choices in (("scheme", ("pushforward", "exponential")), ("init", ("vmf", "uniform", "mixture"))):
+        if s[key] not in choices:
+            raise bad(key, "must be one of " + ", ".join(choices))
+    number("beta", low=0.0)
+    number("lmax", int, low=1)
+    number("dt", low=0.0, strict=True)
+    number("T", low=0.0, strict=True)
+    number("n_save", int, low=1)
+    number("noise_lmax", int, low=0)
+    number("noise_scale", low=0.0)
+    number("seed", int, low=0)
+    number("kappa", low=0.0)
+    number("filter", int, low=1, optional=True)
+    number("tail_tol", low=0.0, strict=True)
+    number("neg_tol", low=0.0, strict=True)
+    if not isinstance(s["noise"], str):
+        raise bad("noise", "must be a name")
+    if s["mu"] is not None and (not isinstance(s["mu"], list) or len(s["mu"]) != s["d"]):
+        raise bad("mu", f"must have d = {s['d']} entries")
+    n_steps = round(s["T"] / s["dt"])
+    if n_steps < 1 or abs(n_steps * s["dt"] - s["T"]) > 1e-9 * max(1.0, s["T"]):
+        raise CommandError(f"{source['T']} = {s['T']:g} must be a positive multiple of {source['dt']} = {s['dt']:g}")
+    if not str(s["output"]):
+        raise bad("output", "must not be empty")
+    return s
 
 
 def _build(s: dict):
@@ -171,39 +299,83 @@ def _plot(sol, path: str) -> None:
     plt.close(fig)
 
 
-def run(args) -> int:
-    """Solve, save ``.npz`` (+ ``.png``) and print where they are."""
+def _save_all(sol, prefix: str, settings: dict, plot: bool) -> list[str]:
+    """Write PREFIX.npz, PREFIX.json and (with ``plot``) PREFIX.png; return the paths."""
+    from meanfield.studies._common import write_config
+
+    sol.meta["cli_settings"] = settings
+    paths = [sol.save(prefix + ".npz"), str(write_config(prefix + ".json", {"command": "spde", **settings}))]
+    if plot and len(sol):
+        _plot(sol, prefix + ".png")
+        paths.append(prefix + ".png")
+    return paths
+
+
+def _save_or_fallback(sol, prefix: str, settings: dict, plot: bool) -> list[str]:
+    try:
+        return _save_all(sol, prefix, settings, plot)
+    except OSError as exc:
+        import tempfile
+        from pathlib import Path
+
+        where = Path(tempfile.mkdtemp(prefix="meanfield-spde-")) / Path(prefix).name
+        saved = sol.save(str(where) + ".npz")
+        raise CommandError(f"cannot write {prefix!r}.npz/.json/.png: {exc.strerror or exc}; the solution was saved "
+                           f"to {saved}", EXIT_FILESYSTEM) from None
+
+
+def _remedies(exc, s: dict) -> str:
+    """Remedies for an unresolved run, computed from the settings and where the run stopped."""
+    times = exc.solution.times
+    t_ok = float(times[-2]) if len(times) >= 2 else 0.0
+    tips = []
+    if t_ok > 0:
+        tips.append(f"stop at the last resolved time (--T {t_ok:g})")
+    tips.append(f"raise the resolution (--lmax {2 * s['lmax']})")
+    if s["filter"] is None:
+        tips.append("damp the highest degrees (--filter 16)")
+    if exc.reason == "tail":
+        tips.append(f"accept a larger spectral tail (--tail-tol, now {s['tail_tol']:g})")
+    else:
+        tips.append(f"take smaller steps (--dt {s['dt'] / 2:g})")
+        if exc.reason == "negative":
+            tips.append(f"accept more negative mass (--neg-tol, now {s['neg_tol']:g})")
+    return (f"resolved up to t = {t_ok:g} of T = {s['T']:g} (checked at the {s['n_save']} saved times); "
+            "remedies: " + "; ".join(tips))
+
+
+def main(args) -> int:
+    """Solve, save ``.npz``, ``.json`` (+ ``.png``) and print where they are (exit codes: see ``--help``)."""
     import numpy as np
 
     from meanfield.spde import SPDEResolutionError, solve_spde
 
-    s = _settings(args)
-    d, rho0, noise, T = _build(s)
-    n_save = int(s["n_save"])
-    if n_save < 1:
-        raise ValueError(f"n_save must be >= 1, got {n_save}")
-    dt = float(s["dt"])
-    n_steps = int(round(T / dt))
-    if abs(n_steps * dt - T) > 1e-9 * max(1.0, T):
-        raise ValueError(f"T = {T} must be a multiple of dt = {dt}")
-    save_steps = np.unique(np.rint(np.linspace(0, n_steps, n_save)).astype(int)) if n_save > 1 else np.array([n_steps])
+    s, source = _settings(args)
+    s = _check(s, source)
     out = str(s["output"])
+    check_output_file(out + ".npz")
+    d, rho0, noise, T = _build(s)
+    dt = s["dt"]
+    n_steps = int(round(T / dt))
+    n_save = s["n_save"]
+    save_steps = np.unique(np.rint(np.linspace(0, n_steps, n_save)).astype(int)) if n_save > 1 else np.array([n_steps])
     try:
         sol = solve_spde(rho0, noise, beta=s["beta"], lmax=s["lmax"], dt=dt, t_eval=save_steps * dt,
                          scheme=s["scheme"], attention=bool(s["attention"]), filter=s["filter"],
-                         tail_tol=s["tail_tol"], neg_tol=s["neg_tol"], d=d)
+                         tail_tol=s["tail_tol"], neg_tol=s["neg_tol"], d=d, progress=bool(args.progress))
     except SPDEResolutionError as exc:
-        exc.solution.meta["cli_settings"] = s
-        path = exc.solution.save(out + "_partial.npz")
-        print(f"meanfield spde: error: {exc}", file=sys.stderr)
-        print(f"partial solution (up to t = {exc.time:.6g}): {path}", file=sys.stderr)
-        return 3
-    sol.meta["cli_settings"] = s
-    npz = sol.save(out + ".npz")
-    print(f"coefficients and metadata: {npz}")
-    if s["plot"]:
-        png = out + ".png"
-        _plot(sol, png)
-        print(f"figure: {png}")
+        paths = _save_or_fallback(exc.solution, out + "_partial", s, bool(s["plot"]))
+        reason = str(exc).split("; raise", 1)[0]
+        raise CommandError(f"{reason}; {_remedies(exc, s)}. Partial solution (up to t = {exc.time:.6g}, last state "
+                           f"unresolved): {', '.join(paths)}", EXIT_UNRESOLVED) from None
+    paths = _save_or_fallback(sol, out, s, bool(s["plot"]))
+    print(f"coefficients and metadata: {paths[0]}")
+    print(f"settings: {paths[1]}")
+    if len(paths) > 2:
+        print(f"figure: {paths[2]}")
     print(f"mass {sol.mass(-1):.15f}, min density {sol.min_density(-1):.3g}, spectral tail {sol.tail_energy(-1):.3g}")
     return 0
+
+
+#: Former name of :func:`main`.
+run = main

@@ -1,0 +1,245 @@
+"""Task function of the propagation-of-chaos study and :func:`build` (the runner studies of a configuration)."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+
+import numpy as np
+
+from ._presets import _check_config, config
+
+
+def _density_nodes(d: int, n: int):
+    from meanfield.transport import circle_quadrature, sphere_quadrature
+
+    return circle_quadrature(n) if d == 2 else sphere_quadrature(n)
+
+
+def _quantisation_floor(d: int, n: int, nodes: np.ndarray, mass: np.ndarray) -> float:
+    """ρ-weighted RMS half-cell size of the quadrature nodes: an estimate of W_2(ρ, Σ_q m_q δ_{x_q})."""
+    p = np.maximum(mass, 0.0)
+    p = p / p.sum()
+    if d == 2:
+        return float(2 * np.pi / n / math.sqrt(12.0))
+    t, _ = np.polynomial.legendre.leggauss(n)
+    theta = np.arccos(t)  # descending colatitudes of the rings (t ascending)
+    edges = np.concatenate([[np.pi], 0.5 * (theta[1:] + theta[:-1]), [0.0]])
+    dtheta = np.abs(np.diff(edges))
+    n_lon = nodes.shape[0] // n
+    dphi = 2 * np.pi / n_lon
+    cell2 = (np.repeat(dtheta, n_lon) ** 2 + (np.repeat(np.sin(theta), n_lon) * dphi) ** 2) / 12.0
+    return float(math.sqrt(np.sum(p * cell2)))
+
+
+def _w2_bound_s2(c, c_ref, lmax: int, check_lmax: int, weights, vals, vals_ref) -> float:
+    """Upper bound of W_2(ρ, ρ') on S^2 from two SPDE states (degrees lmax < check_lmax).
+
+    The smaller of (i) π sqrt(TV), TV = ½ Σ_q w_q |ρ_q - ρ'_q| (keep the common mass, move
+    the rest at most the diameter π), and (ii) sqrt(π W_1) with
+    W_1 <= sqrt(4π) ||ρ - ρ'||_{Ḣ^{-1}}, ||δ||²_{Ḣ^{-1}} = Σ_{l>=1} |δ_lm|² / (l(l+1))
+    (Kantorovich duality and Cauchy–Schwarz: a 1-Lipschitz f has ||∇f||_{L²} <= sqrt(4π);
+    W_2² <= π W_1 because d² <= π d).
+    """
+    from meanfield.spde import _resize, coefficient_degrees
+
+    tv = 0.5 * float(np.sum(weights * np.abs(vals - vals_ref)))
+    delta = _resize(np.asarray(c), 3, lmax, check_lmax) - np.asarray(c_ref)
+    ell, mult = coefficient_degrees(3, check_lmax)
+    pos = ell > 0
+    h1 = math.sqrt(float(np.sum(mult[pos] * np.abs(delta[pos]) ** 2 / (ell[pos] * (ell[pos] + 1.0)))))
+    w1 = math.sqrt(4 * math.pi) * h1
+    return min(math.pi * math.sqrt(tv), math.sqrt(math.pi * w1))
+
+
+def _mean_field_paths(x0: np.ndarray, noise, sol, dt: float, n_steps: int) -> np.ndarray:
+    """X̄ <- Π(X̄ + h v[ρ_n](X̄) + ΔW_n(X̄)), n = 0..n_steps-1, with ρ_n the SPDE state at step n."""
+    from meanfield.particles import project
+
+    x = np.array(x0, dtype=np.float64, copy=True)
+    for n in range(n_steps):
+        dw = noise.field(n * dt, (n + 1) * dt)
+        x = project(x + dt * sol.velocity(n, x) + dw(x))
+    return x
+
+
+def chaos_replica(params: dict, seed: np.random.SeedSequence) -> dict:
+    """One replica of the chaos study: one noise path, the SPDE once, every N (task function).
+
+    Parameters
+    ----------
+    params : dict
+        ``sphere`` (1 or 2), ``configs`` (settings per sphere, see :func:`chaos_study`),
+        ``replica``, ``preset``.
+    seed : numpy.random.SeedSequence
+        The task seed; the noise path uses the child keyed ``0``, the sample for N the
+        child keyed ``(1, N)``.
+
+    Returns
+    -------
+    dict
+        Arrays (shape ``(len(Ns),)``): ``Ns``, ``coupling``, ``w2`` (NaN for N > w2_max_N),
+        ``observable``. Scalars: ``spde_coupling``, ``spde_w2_bound``, ``spde_observable``
+        (SPDE error at lmax vs check_lmax), ``rho_negative_mass``, ``rho_negative_fraction``,
+        ``rho_min`` (of ρ_T at the density nodes), ``spde_tail`` (spectral tail of ρ_T),
+        ``w2_floor`` (quantisation estimate), ``kept_fraction`` (κ_σ(1)/κ(1)) and the wall
+        times ``spde_seconds``, ``particle_seconds``, ``coupling_seconds``, ``w2_seconds``.
+
+    Examples
+    --------
+    >>> study = chaos_study("tiny", spheres=1, replicas=1)
+    >>> out = chaos_replica(study.task_params(study.tasks[0]), study.seed(study.tasks[0]))  # doctest: +SKIP
+    >>> out["coupling"].shape  # doctest: +SKIP
+    (3,)
+    """
+    from meanfield.kernels import ActivationKernel
+    from meanfield.noise import NoisePath
+    from meanfield.particles import solve_particles
+    from meanfield.spde import VonMisesFisher, solve_spde
+    from meanfield.transport import density_moments, density_to_cloud, observable_errors, wasserstein
+
+    sphere = int(params["sphere"])
+    if sphere not in (1, 2):
+        raise ValueError(f"unknown sphere {sphere!r}")
+    cfg = _check_config(params["configs"][str(sphere)], sphere)
+    d = sphere + 1
+    Ns, T, dt, beta = cfg["Ns"], cfg["T"], cfg["dt"], cfg["beta"]
+    n_steps = round(T / dt)
+    times = np.arange(n_steps + 1) * dt
+    if not isinstance(seed, np.random.SeedSequence):
+        seed = np.random.SeedSequence(seed)
+
+    def child(*key):
+        return np.random.SeedSequence(seed.entropy, spawn_key=(*seed.spawn_key, *key))
+
+    noise = NoisePath(ActivationKernel(cfg["activation"]), d=d, lmax=cfg["noise_lmax"], seed=child(0), t_max=T)
+    mu = np.zeros(d)
+    mu[-1] = 1.0
+    rho0 = VonMisesFisher(mu, cfg["kappa"])
+
+    t0 = time.perf_counter()
+    sol = solve_spde(rho0, noise, beta=beta, lmax=cfg["lmax"], dt=dt, t_eval=times, scheme="pushforward")
+    ref = solve_spde(rho0, noise, beta=beta, lmax=cfg["check_lmax"], dt=dt, t_eval=times, scheme="pushforward")
+    spde_seconds = time.perf_counter() - t0
+
+    nodes, weights = _density_nodes(d, cfg["density_nodes"])
+    vals = sol.evaluate(n_steps, nodes)
+    vals_ref = ref.evaluate(n_steps, nodes)
+    cloud = density_to_cloud(vals, nodes, weights, clip_negative=True)
+    keep = cloud.weights > 0  # zero-weight nodes carry no mass; dropping them only shrinks the cost matrix
+
+    coupling = np.empty(len(Ns))
+    w2 = np.full(len(Ns), np.nan)
+    observable = np.empty(len(Ns))
+    t_part = t_coup = t_w2 = 0.0
+    xbar = x0 = None
+    for k, N in enumerate(Ns):
+        x0 = rho0.sample(N, seed=child(1, N))
+        t0 = time.perf_counter()
+        xN = solve_particles(x0, noise, beta, dt, [T]).final
+        t1 = time.perf_counter()
+        xbar = _mean_field_paths(x0, noise, sol, dt, n_steps)
+        t2 = time.perf_counter()
+        t_part += t1 - t0
+        t_coup += t2 - t1
+        coupling[k] = math.sqrt(np.mean(np.sum((xN - xbar) ** 2, axis=1)))
+        observable[k] = float(np.max(observable_errors(xN, None, nodes, weights, vals, lmax=cfg["obs_lmax"])))
+        if N <= cfg["w2_max_N"]:
+            w2[k] = wasserstein(xN, cloud.points[keep], None, cloud.weights[keep] / cloud.weights[keep].sum(), p=2)
+            t_w2 += time.perf_counter() - t2
+
+    # SPDE discretisation error: the same path and step at check_lmax
+    xbar_ref = _mean_field_paths(x0, noise, ref, dt, n_steps)
+    spde_coupling = math.sqrt(np.mean(np.sum((xbar - xbar_ref) ** 2, axis=1)))
+    if d == 2:
+        # exact W_2 between the two solutions on the same nodes (exact circle solver, any size)
+        cloud_ref = density_to_cloud(vals_ref, nodes, weights, clip_negative=True)
+        spde_w2_bound = float(wasserstein(nodes, nodes, cloud.weights, cloud_ref.weights, p=2))
+    else:
+        spde_w2_bound = _w2_bound_s2(sol.coeffs[n_steps], ref.coeffs[n_steps], cfg["lmax"], cfg["check_lmax"],
+                                     weights, vals, vals_ref)
+    spde_observable = float(np.max(np.abs(density_moments(nodes, weights, vals, cfg["obs_lmax"])
+                                          - density_moments(nodes, weights, vals_ref, cfg["obs_lmax"]))))
+    return {
+        "Ns": np.asarray(Ns, dtype=np.int64),
+        "coupling": coupling,
+        "w2": w2,
+        "observable": observable,
+        "spde_coupling": spde_coupling,
+        "spde_w2_bound": spde_w2_bound,
+        "spde_observable": spde_observable,
+        "rho_negative_mass": float(cloud.negative_mass) + 0.0,  # + 0.0 turns -0.0 into 0.0
+        "rho_negative_fraction": float(cloud.negative_fraction) + 0.0,
+        "rho_min": float(cloud.min_value),
+        "spde_tail": float(sol.tail_energy(n_steps)),
+        "w2_floor": _quantisation_floor(d, cfg["density_nodes"], nodes, weights * vals),
+        "kept_fraction": float(noise.kept_fraction),
+        "spde_seconds": spde_seconds,
+        "particle_seconds": t_part,
+        "coupling_seconds": t_coup,
+        "w2_seconds": t_w2,
+    }
+
+
+def build(cfg: dict, root_seed: int = 0, parts=None) -> dict:
+    """The runner studies of a resolved :func:`config`: ``{"chaos": Study}``.
+
+    Grid ``{"sphere": spheres}``, one task per (sphere, replica) running :func:`chaos_replica`;
+    the fixed parameters hold the settings of both spheres. ``parts`` must be None or
+    ``("chaos",)`` (the study has one part).
+    """
+    from meanfield.runner import Study
+
+    if parts is not None and tuple(parts) != ("chaos",):
+        raise ValueError(f"parts must be ('chaos',), got {tuple(parts)}")
+    study = Study(f"chaos-{cfg['preset']}", chaos_replica, grid={"sphere": list(cfg["spheres"])},
+                  replicas=cfg["replicas"], root_seed=root_seed,
+                  fixed={"preset": cfg["preset"], "configs": cfg["configs"]})
+    return {"chaos": study}
+
+
+def chaos_study(preset: str = "quick", spheres="both", *, replicas: int | None = None, root_seed: int = 0,
+                overrides: Mapping | None = None):
+    """Build the propagation-of-chaos :class:`~meanfield.runner.Study` (SPEC §9).
+
+    Grid ``{"sphere": spheres}``, one task per (sphere, replica) running
+    :func:`chaos_replica`; the fixed parameters hold the settings of *both* spheres of the
+    preset, so a store started with one sphere can be resumed with both.
+
+    Parameters
+    ----------
+    preset : {"tiny", "test", "quick", "full"}
+        See :data:`PRESETS`. ``quick``: N = 2^6..2^12, 8 replicas (a few minutes on two
+        cores); ``full``: N up to 2^16 (S^1) / 2^14 (S^2), 32 replicas; ``test`` and
+        ``tiny``: reduced settings for the test suite.
+    spheres : 1, 2, "both" or a sequence
+        Which spheres to run (S^1 and/or S^2).
+    replicas : int, optional
+        Override the preset's number of replicas (>= 1).
+    root_seed : int
+        Root seed of the study.
+    overrides : dict, optional
+        Settings replacing the preset's, either for both spheres (``{"T": 0.125}``) or per
+        sphere (``{"1": {"Ns": [64, 256]}}``). Keys: ``Ns, T, dt, lmax, check_lmax,
+        noise_lmax, activation, beta, kappa, density_nodes, w2_max_N, obs_lmax``.
+
+    Returns
+    -------
+    meanfield.runner.Study
+        ``build(config(preset, spheres, replicas=replicas, overrides=overrides), root_seed)["chaos"]``.
+
+    Raises
+    ------
+    ValueError
+        Unknown preset or sphere, N < 2, fewer than two N values, T not a multiple of dt,
+        ``check_lmax <= lmax``, unknown setting.
+
+    Examples
+    --------
+    >>> study = chaos_study("quick", spheres=2, replicas=3)
+    >>> study.name, len(study.tasks), study.fixed["configs"]["2"]["Ns"][-1]
+    ('chaos-quick', 3, 4096)
+    """
+    cfg = config(preset, spheres, replicas=replicas, overrides=overrides)
+    return build(cfg, root_seed)["chaos"]

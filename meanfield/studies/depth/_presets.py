@@ -1,0 +1,92 @@
+"""Presets and settings of the depth/width study: ``PRESETS``, :func:`config` and the checks."""
+
+from __future__ import annotations
+
+from meanfield._validate import as_float, as_int
+
+from .._presets import preset_config
+
+#: Presets of :func:`run_depth_study`. ``strong``: the L study; ``width``: the (L, m) study.
+#: ``width`` value 0 in ``widths`` means the Gaussian-field layers (m = ∞).
+PRESETS: dict[str, dict] = {
+    "test": {
+        "strong": {"d": 3, "N": 8, "T": 1.0, "beta": 1.0, "lmax": 8, "L_values": [4, 16, 64], "ref_log2": 9,
+                   "replicas": 6, "activation": "relu", "sigma_w": 1.0},
+        "width": {"d": 2, "N": 4, "T": 1.0, "beta": 1.0, "lmax": 64, "L_values": [1, 4], "widths": [1, 4, 16, 0],
+                  "L_ref": 16, "n_draws": 400, "batches": 2, "activation": "relu", "sigma_w": 1.0},
+    },
+    "quick": {
+        "strong": {"d": 3, "N": 8, "T": 1.0, "beta": 1.0, "lmax": 8, "L_values": [4, 8, 16, 32, 64, 128],
+                   "ref_log2": 11, "replicas": 16, "activation": "relu", "sigma_w": 1.0},
+        "width": {"d": 2, "N": 4, "T": 1.0, "beta": 1.0, "lmax": 64, "L_values": [1, 4, 16],
+                  "widths": [1, 2, 4, 8, 16, 64, 0], "L_ref": 32, "n_draws": 600, "batches": 4,
+                  "activation": "relu", "sigma_w": 1.0},
+    },
+    "full": {
+        "strong": {"d": 3, "N": 16, "T": 1.0, "beta": 1.0, "lmax": 8, "L_values": [4, 8, 16, 32, 64, 128, 256, 512],
+                   "ref_log2": 13, "replicas": 32, "activation": "relu", "sigma_w": 1.0},
+        "width": {"d": 2, "N": 4, "T": 1.0, "beta": 1.0, "lmax": 64, "L_values": [1, 2, 4, 8, 16, 32],
+                  "widths": [1, 2, 4, 8, 16, 32, 64, 256, 0], "L_ref": 256, "n_draws": 2000, "batches": 8,
+                  "activation": "relu", "sigma_w": 1.0},
+    },
+}
+
+#: Allowed distance between the theory slope and the bootstrap CI of the fitted slope.
+#: Strong error: the smallest depths are pre-asymptotic (the error saturates at O(1) on the
+#: sphere for L = 4) and the CI covers replica noise only, not this curvature: 0.1.
+STRONG_TOLERANCE = 0.1
+#: Width: the fit is on |Δg| of a few widths whose smallest values are near the MC floor: 0.25.
+WIDTH_TOLERANCE = 0.25
+
+def config(preset: str = "quick", **overrides) -> dict:
+    """A copy of ``PRESETS[preset]`` with ``overrides`` of the form ``strong={...}``/``width={...}``.
+
+    Raises
+    ------
+    ValueError
+        Unknown preset or override key.
+
+    Examples
+    --------
+    >>> config("test")["strong"]["L_values"]
+    [4, 16, 64]
+    """
+    cfg = preset_config(PRESETS, preset, overrides)
+    _check_strong(cfg["strong"])
+    _check_width(cfg["width"])
+    return cfg
+
+
+def _check_strong(c: dict) -> None:
+    as_int(c["d"], "d", min_value=2, max_value=3)
+    as_int(c["N"], "N", min_value=1)
+    as_float(c["T"], "T", min_value=0.0, strict_min=True)
+    as_float(c["beta"], "beta", min_value=0.0)
+    as_int(c["replicas"], "replicas", min_value=2)
+    ref = as_int(c["ref_log2"], "ref_log2", min_value=1, max_value=20)
+    Ls = [as_int(v, "L_values[]", min_value=1) for v in c["L_values"]]
+    if len(set(Ls)) < 2:
+        raise ValueError(f"L_values needs at least 2 distinct depths, got {c['L_values']}")
+    if max(Ls) * 4 > 2**ref:
+        raise ValueError(f"the reference step T/2^{ref} must be at least 4 times finer than T/L_max = T/{max(Ls)}")
+    for L in Ls:
+        if (2**ref) % L:
+            raise ValueError(f"L = {L} must divide 2^ref_log2 = {2**ref} (layer times on the reference grid)")
+
+
+def _check_width(c: dict) -> None:
+    as_int(c["d"], "d", min_value=2, max_value=3)
+    as_int(c["N"], "N", min_value=1)
+    as_float(c["T"], "T", min_value=0.0, strict_min=True)
+    as_float(c["beta"], "beta", min_value=0.0)
+    as_int(c["n_draws"], "n_draws", min_value=10)
+    as_int(c["batches"], "batches", min_value=2)
+    Ls = [as_int(v, "L_values[]", min_value=1) for v in c["L_values"]]
+    ws = [as_int(v, "widths[]", min_value=0) for v in c["widths"]]
+    if 0 not in ws or len([w for w in ws if w > 0]) < 2:
+        raise ValueError(f"widths needs the Gaussian layers (0) and at least 2 finite widths, got {c['widths']}")
+    if not Ls:
+        raise ValueError("L_values is empty")
+    if as_int(c["L_ref"], "L_ref", min_value=1) <= max(Ls):
+        raise ValueError(f"L_ref = {c['L_ref']} must exceed max(L_values) = {max(Ls)}")
+

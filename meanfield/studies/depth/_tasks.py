@@ -1,0 +1,161 @@
+"""Task functions of the depth/width study and :func:`build` (the runner studies of a configuration)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ._presets import _check_strong, _check_width
+
+_X0_SEED = 20240601  # the fixed cloud of the width study
+
+
+def _kernel(params: dict):
+    from meanfield.kernels import ActivationKernel
+
+    return ActivationKernel(params["activation"], sigma_w=params["sigma_w"])
+
+
+def _uniform(n: int, d: int, rng: np.random.Generator) -> np.ndarray:
+    x = rng.standard_normal((n, d))
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+# --------------------------------------------------------------------------------------
+# task functions
+# --------------------------------------------------------------------------------------
+
+
+def strong_depth_task(params: dict, seed: np.random.SeedSequence) -> dict:
+    """One replica of the strong-error study: one noise path, one cloud, every L.
+
+    Parameters
+    ----------
+    params : dict
+        ``d`` (2 or 3), ``N``, ``T``, ``beta``, ``lmax``, ``L_values``, ``ref_log2``,
+        ``activation``, ``sigma_w``.
+    seed : SeedSequence
+        Spawns the noise path's key and the generator of the N iid uniform tokens.
+
+    Returns
+    -------
+    dict
+        ``err_L<L>`` (RMS over tokens of ``|X_L - X_ref|``) for each L, ``kept_fraction``,
+        ``ref_seconds``, ``transformer_seconds``.
+    """
+    from meanfield.noise import NoisePath
+    from meanfield.particles import solve_particles
+    from meanfield.transformer import Transformer
+
+    d, T, beta = int(params["d"]), float(params["T"]), float(params["beta"])
+    s_noise, s_x = seed.spawn(2)
+    kern = _kernel(params)
+    noise = NoisePath(kern, d, int(params["lmax"]), seed=s_noise, t_max=T)
+    x0 = _uniform(int(params["N"]), d, np.random.default_rng(s_x))
+    t = time.perf_counter()
+    ref = solve_particles(x0, noise, beta, T / 2 ** int(params["ref_log2"]), [T], attention="direct").final
+    out = {"kept_fraction": float(noise.kept_fraction), "ref_seconds": time.perf_counter() - t}
+    t = time.perf_counter()
+    for L in params["L_values"]:
+        xl = Transformer(d, int(L), None, T, beta, kern, noise=noise).run(x0).final
+        out[f"err_L{int(L)}"] = float(np.sqrt(np.mean(np.sum((xl - ref) ** 2, axis=1))))
+    out["transformer_seconds"] = time.perf_counter() - t
+    return out
+
+
+def _width_x0(params: dict) -> np.ndarray:
+    return _uniform(int(params["N"]), int(params["d"]), np.random.default_rng(_X0_SEED))
+
+
+def width_law_task(params: dict, seed: np.random.SeedSequence) -> dict:
+    """One batch of the width study: ``n_draws`` independent transformers on the fixed cloud.
+
+    ``width > 0``: finite-width MLP layers, weights from the draw's seed.
+    ``width == 0``: Gaussian-field layers, the increments of a
+    :class:`~meanfield.noise.NoisePath` of degree ``lmax`` keyed by the draw's seed — so
+    Gaussian tasks of different L with the same seed see the same Brownian paths.
+
+    Returns
+    -------
+    dict
+        Arrays ``g`` (n_draws,) = mean_i <x_i(T), x_i(0)>, ``theta0`` (n_draws,) = angle of
+        token 0 at T (d = 2) or ``x0_final`` (n_draws, d) (d = 3); scalar ``g_mean``,
+        ``kept_fraction``.
+    """
+    from meanfield.noise import NoisePath
+    from meanfield.transformer import Transformer
+
+    d, T, beta, L, m = int(params["d"]), float(params["T"]), float(params["beta"]), int(params["L"]), int(params["width"])
+    n = int(params["n_draws"])
+    kern = _kernel(params)
+    x0 = _width_x0(params)
+    if m > 0:
+        # finite widths get their own streams (independent ensembles across m); the Gaussian
+        # cells keep the task seed, shared across L (seed_by=()), for paired weak errors in L
+        seed = np.random.SeedSequence(seed.entropy, spawn_key=(*seed.spawn_key, 1_000_003, m))
+    seeds = seed.spawn(n)
+    finals = np.empty((n, x0.shape[0], d))
+    kept = 1.0
+    if m > 0:
+        model = Transformer(d, L, m, T, beta, kern)
+        for k, s in enumerate(seeds):
+            finals[k] = model.run(x0, seed=s).final
+    else:
+        base = NoisePath(kern, d, int(params["lmax"]), seed=seeds[0], t_max=T)
+        kept = float(base.kept_fraction)
+        for k, s in enumerate(seeds):
+            noise = base if k == 0 else NoisePath(base.kernel, d, base.lmax, seed=s, t_max=T)
+            finals[k] = Transformer(d, L, None, T, beta, kern, noise=noise).run(x0).final
+    g = np.einsum("kid,id->ki", finals, x0).mean(axis=1)
+    out = {"g": g, "g_mean": float(g.mean()), "kept_fraction": kept}
+    if d == 2:
+        out["theta0"] = np.arctan2(finals[:, 0, 1], finals[:, 0, 0])
+    else:
+        out["x0_final"] = finals[:, 0, :]
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# studies
+# --------------------------------------------------------------------------------------
+
+
+def make_strong_study(config: dict, root_seed: int = 0):
+    """The :class:`~meanfield.runner.Study` of the strong error in L (one task per replica)."""
+    from meanfield.runner import Study
+
+    c = dict(config)
+    _check_strong(c)
+    replicas = int(c.pop("replicas"))
+    c["L_values"] = [int(v) for v in c["L_values"]]
+    return Study("depth-strong", strong_depth_task, grid=None, replicas=replicas, root_seed=root_seed, fixed=c)
+
+
+def make_width_study(config: dict, root_seed: int = 0):
+    """The :class:`~meanfield.runner.Study` of the (L, m) grid plus the Gaussian run at ``L_ref``.
+
+    ``seed_by=()``: batch r of every cell gets the same task seed, so the Gaussian cells of
+    different L share their Brownian paths (paired weak errors in L); finite-width cells
+    derive their own stream from it and the width, so cells of different m are independent.
+    """
+    from meanfield.runner import Study
+
+    c = dict(config)
+    _check_width(c)
+    Ls, ws, L_ref, batches = c.pop("L_values"), c.pop("widths"), int(c.pop("L_ref")), int(c.pop("batches"))
+    grid = [{"L": int(L), "width": int(w)} for L in Ls for w in ws] + [{"L": L_ref, "width": 0}]
+    return Study("depth-width", width_law_task, grid=grid, replicas=batches, root_seed=root_seed, fixed=c,
+                 seed_by=())
+
+
+def build(cfg: dict, root_seed: int = 0, parts=None) -> dict:
+    """The runner studies of a resolved configuration: ``{"strong": Study, "width": Study}``.
+
+    ``parts`` selects some of them (default both).
+    """
+    parts = ("strong", "width") if parts is None else tuple(parts)
+    if not parts or set(parts) - {"strong", "width"}:
+        raise ValueError(f"parts must be a non-empty subset of ('strong', 'width'), got {parts}")
+    makers = {"strong": make_strong_study, "width": make_width_study}
+    return {p: makers[p](cfg[p], root_seed) for p in ("strong", "width") if p in parts}

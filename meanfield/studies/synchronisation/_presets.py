@@ -1,0 +1,101 @@
+"""Presets and settings of the synchronisation study: ``PRESETS``, :func:`config` and the checks."""
+
+from __future__ import annotations
+
+from meanfield._validate import as_float, as_int
+
+from .._presets import preset_config
+
+#: Activation kernels of the Lyapunov table: name -> (activation, σ_w).
+ACTIVATIONS: dict[str, tuple[str, float]] = {
+    "relu": ("relu", 1.0),
+    "tanh": ("tanh", 1.0),
+    "erf(sw=2)": ("erf", 2.0),
+    "linear": ("linear", 1.0),
+}
+
+#: Presets of :func:`run` (``test``, ``quick``, ``full``): per part
+#: (``lyapunov``, ``energy``, ``spde``) the parameters of its study; see :func:`config`.
+PRESETS: dict[str, dict] = {
+    "test": {
+        "lyapunov": {"activations": ["relu", "erf(sw=2)"], "dims": [3, 8], "t_total": 2.0, "dt": 2.0**-5,
+                     "n_replicas": 6, "n_pairs": 32, "lmax": 8, "width": 256},
+        "energy": {"d": 3, "N": 32, "T": 12.0, "dt": 2.0**-5, "save_every": 0.5, "lmax": 8, "betas": [0.0, 4.0],
+                   "noise_only": True, "replicas": 8, "t_fit": 3.0, "activation": "relu"},
+        "spde": {"d": 3, "beta": 1.0, "lmax": 32, "noise_lmax": 8, "dt": 2.0**-5, "T": 0.5, "save_every": 0.125,
+                 "N": 1024, "kappa0": 2.0, "activation": "relu", "replicas": 1},
+    },
+    "quick": {
+        "lyapunov": {"activations": ["relu", "tanh", "erf(sw=2)", "linear"], "dims": [2, 3, 5, 8, 16, 20],
+                     "t_total": 4.0, "dt": 2.0**-5, "n_replicas": 8, "n_pairs": 16, "lmax": 8, "width": 256},
+        "energy": {"d": 3, "N": 64, "T": 24.0, "dt": 2.0**-5, "save_every": 0.5, "lmax": 8,
+                   "betas": [0.0, 1.0, 4.0, 10.0], "noise_only": True, "replicas": 16, "t_fit": 4.0,
+                   "activation": "relu"},
+        "spde": {"d": 3, "beta": 1.0, "lmax": 64, "noise_lmax": 8, "dt": 2.0**-6, "T": 0.5, "save_every": 0.0625,
+                 "N": 4096, "kappa0": 2.0, "activation": "relu", "replicas": 2},
+    },
+    "full": {
+        "lyapunov": {"activations": ["relu", "tanh", "erf(sw=2)", "linear"], "dims": [2, 3, 5, 8, 12, 14, 16, 20],
+                     "t_total": 8.0, "dt": 2.0**-6, "n_replicas": 16, "n_pairs": 64, "lmax": 12, "width": 512},
+        "energy": {"d": 3, "N": 128, "T": 32.0, "dt": 2.0**-6, "save_every": 0.5, "lmax": 12,
+                   "betas": [0.0, 1.0, 2.0, 4.0, 10.0], "noise_only": True, "replicas": 48, "t_fit": 4.0,
+                   "activation": "relu"},
+        "spde": {"d": 3, "beta": 1.0, "lmax": 64, "noise_lmax": 8, "dt": 2.0**-7, "T": 1.0, "save_every": 0.125,
+                 "N": 16384, "kappa0": 2.0, "activation": "relu", "replicas": 4},
+    },
+}
+
+#: Energies below this multiple of the initial energy are at the round-off floor of
+#: <x, y> - 1 (the cosine of two unit vectors is known to ~1e-16) and are not fitted.
+ENERGY_FLOOR = 1e-11
+#: Linking distance (radians) of the one-cluster test of the almost-sure rate.
+CLUSTER_TOL = 0.1
+
+
+def config(preset: str = "quick", **overrides) -> dict:
+    """A copy of ``PRESETS[preset]`` with ``lyapunov={...}`` / ``energy={...}`` overrides.
+
+    Examples
+    --------
+    >>> config("test")["energy"]["betas"]
+    [0.0, 4.0]
+    """
+    cfg = preset_config(PRESETS, preset, overrides)
+    _check_lyapunov(cfg["lyapunov"])
+    _check_energy(cfg["energy"])
+    return cfg
+
+
+def _check_lyapunov(c: dict) -> None:
+    acts = list(c["activations"])
+    if not acts:
+        raise ValueError("activations is empty")
+    bad = [a for a in acts if a not in ACTIVATIONS]
+    if bad:
+        raise ValueError(f"unknown activations {bad}; known: {sorted(ACTIVATIONS)}")
+    dims = [as_int(d, "dims[]", min_value=2) for d in c["dims"]]
+    if not dims:
+        raise ValueError("dims is empty")
+    as_float(c["t_total"], "t_total", min_value=0.0, strict_min=True)
+    as_float(c["dt"], "dt", min_value=0.0, strict_min=True, max_value=0.5)
+    as_int(c["n_replicas"], "n_replicas", min_value=2)
+    as_int(c["n_pairs"], "n_pairs", min_value=1)
+
+
+def _check_energy(c: dict) -> None:
+    as_int(c["d"], "d", min_value=2, max_value=3)
+    as_int(c["N"], "N", min_value=2)
+    T = as_float(c["T"], "T", min_value=0.0, strict_min=True)
+    dt = as_float(c["dt"], "dt", min_value=0.0, strict_min=True)
+    save = as_float(c["save_every"], "save_every", min_value=0.0, strict_min=True)
+    for num, den, what in ((T, save, "T / save_every"), (save, dt, "save_every / dt")):
+        k = round(num / den)
+        if k < 1 or abs(k * den - num) > 1e-9 * num:
+            raise ValueError(f"{what} must be a positive integer, got {num / den:.6g}")
+    betas = [as_float(b, "betas[]", min_value=0.0) for b in c["betas"]]
+    if not betas:
+        raise ValueError("betas is empty")
+    as_int(c["replicas"], "replicas", min_value=3)
+    t_fit = as_float(c["t_fit"], "t_fit", min_value=0.0)
+    if t_fit >= T - 2 * save:
+        raise ValueError(f"t_fit = {t_fit} leaves fewer than 3 saved times before T = {T}")

@@ -1,0 +1,232 @@
+"""Task functions of the synchronisation study and :func:`build` (the runner studies of a configuration)."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from meanfield._validate import as_float, as_int
+
+from ._presets import ACTIVATIONS, CLUSTER_TOL, _check_energy, _check_lyapunov
+
+#: The parts of the study, in the order they run.
+PARTS = ("lyapunov", "energy", "spde")
+
+
+
+def lyapunov_step(dt: float, d: int) -> float:
+    """Step of the Lyapunov estimate in dimension d: dt / 2^ceil(log2((d-1)/2)) for d > 3.
+
+    One projected Euler step moves a token by ``|P_x ΔW|²`` ≈ (d-1) κ(1) h, so the O(h) bias of
+    the estimate grows with d at fixed h (with dt = 2^-5 it was 5-30 SE at d = 16, 20 for the
+    linear and erf kernels). Halving the step whenever (d-1)/2 doubles keeps (d-1) h
+    roughly constant; d <= 3 is unchanged (and Richardson-extrapolated there).
+
+    Examples
+    --------
+    >>> [lyapunov_step(2.0**-5, d) * 2**5 for d in (3, 5, 8, 20)]
+    [1.0, 0.5, 0.25, 0.0625]
+    """
+    d = as_int(d, "d", min_value=2)
+    if d <= 3:
+        return float(dt)
+    return float(dt) / 2.0 ** max(0, math.ceil(math.log2((d - 1) / 2)))
+
+
+def lyapunov_task(params: dict, seed: np.random.SeedSequence) -> dict:
+    """One cell (activation, d) of the Lyapunov table.
+
+    Returns
+    -------
+    dict
+        ``closed_form`` (of the kernel the noise carries: truncated for d <= 3),
+        ``closed_form_full`` (untruncated κ), ``kept_fraction``, ``estimate``, ``se``,
+        ``z`` ((estimate - closed) / se), ``richardson``, ``noise``, ``seconds``.
+    """
+    from meanfield.kernels import ActivationKernel, lyapunov_exponent
+    from ._lyapunov import lyapunov_estimate
+
+    act, sw = ACTIVATIONS[params["activation"]]
+    kern = ActivationKernel(act, sigma_w=sw)
+    d = int(params["d"])
+    dt = lyapunov_step(float(params["dt"]), d)
+    t = time.perf_counter()
+    est = lyapunov_estimate(kern, d, dt=dt, t_total=float(params["t_total"]), chunk=1.0
+                            if params["t_total"] >= 1 else float(params["t_total"]),
+                            n_replicas=int(params["n_replicas"]), n_pairs=int(params["n_pairs"]),
+                            lmax=int(params["lmax"]), width=int(params["width"]), seed=seed)
+    full = lyapunov_exponent(kern, d)
+    return {
+        "closed_form": est.closed_form, "closed_form_full": full,
+        "kept_fraction": (est.closed_form / full) if full != 0 else 1.0,
+        "estimate": est.mean, "se": est.se, "z": est.z_score, "richardson": est.richardson,
+        "noise": "NoisePath" if d <= 3 else f"RandomFeature(m={int(params['width'])})", "dt": dt,
+        "seconds": time.perf_counter() - t,
+    }
+
+
+def energy_task(params: dict, seed: np.random.SeedSequence) -> dict:
+    """One particle run: E_β(μ_t), ``1 - |∫x dμ_t|²`` and the number of clusters at the saved times.
+
+    ``attention=False`` runs the noise only (and reports E_0 = ½(``1 - |∫x dμ|²``) scaled
+    like E_β at the task's β: for β = 0 it is the variance / 2).
+
+    Returns
+    -------
+    dict
+        Arrays ``t``, ``energy``, ``variance``, ``n_clusters``; scalar ``seconds``.
+    """
+    from meanfield.attention import gap_energy
+    from meanfield.kernels import ActivationKernel
+    from meanfield.noise import NoisePath
+    from meanfield.particles import solve_particles
+    from meanfield.sync import cluster_labels, order_parameter
+
+    d, T, beta = int(params["d"]), float(params["T"]), float(params["beta"])
+    s_noise, s_x = seed.spawn(2)
+    noise = NoisePath(ActivationKernel(params["activation"]), d, int(params["lmax"]), seed=s_noise, t_max=T)
+    x = np.random.default_rng(s_x).standard_normal((int(params["N"]), d))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    ts = np.arange(round(T / params["save_every"]) + 1) * float(params["save_every"])
+    t = time.perf_counter()
+    sol = solve_particles(x, noise, beta, float(params["dt"]), ts,
+                          attention="direct" if params["attention"] else "off")
+    energy = np.array([gap_energy(xx, beta) for xx in sol.x])
+    return {
+        "t": sol.t, "energy": energy, "variance": order_parameter(sol.x),
+        "n_clusters": np.array([cluster_labels(xx, CLUSTER_TOL)[1] for xx in sol.x]),
+        "kappa1": float(noise.kappa1), "seconds": time.perf_counter() - t,
+    }
+
+
+def signed_gap_energy(x, w, beta: float) -> tuple[float, float]:
+    """E_β and ``1 - |∫x dμ|²`` of a weighted cloud whose weights may be negative (a truncated density).
+
+    E_β(μ) = (e^β / 2β) Σ_ij w_i w_j (1 - e^{β(<x_i,x_j> - 1)}) (½ Σ w_i w_j (1 - <x_i, x_j>) at
+    β = 0), blocked over rows; :func:`meanfield.attention.gap_energy` refuses negative weights.
+
+    Parameters
+    ----------
+    x : ndarray, shape (n, d)
+    w : ndarray, shape (n,)
+        Signed weights (not renormalised).
+    beta : float, >= 0
+
+    Returns
+    -------
+    (energy, variance) : tuple of float
+
+    Examples
+    --------
+    >>> x = np.array([[1.0, 0.0], [-1.0, 0.0]])
+    >>> signed_gap_energy(x, np.array([0.5, 0.5]), 0.0)
+    (0.5, 1.0)
+    """
+    x = np.asarray(x, dtype=float)
+    w = np.asarray(w, dtype=float)
+    beta = as_float(beta, "beta", min_value=0.0)
+    acc = 0.0
+    for s in range(0, x.shape[0], 1024):
+        g = x[s : s + 1024] @ x.T - 1.0
+        acc += w[s : s + 1024] @ (-g if beta == 0 else -np.expm1(beta * g)) @ w
+    m = w @ x
+    energy = 0.5 * acc if beta == 0 else math.exp(beta) / (2 * beta) * acc
+    return float(energy), float(w.sum() ** 2 - m @ m)
+
+
+def spde_energy_task(params: dict, seed: np.random.SeedSequence) -> dict:
+    """E_β and the variance along an SPDE run (push-forward scheme, SPEC §6(b)) and along N particles
+    drawn from the same initial density on the same noise path and time step.
+
+    Params: ``d`` (3), ``beta``, ``lmax`` (state), ``noise_lmax``, ``dt``, ``T``, ``save_every``, ``N``,
+    ``kappa0`` (von Mises–Fisher concentration of ρ_0 about the north pole), ``activation``.
+    If the SPDE becomes unresolved (the density concentrates: SPEC §6) the curves stop at
+    the last resolved time, recorded in ``t_resolved``.
+
+    Returns
+    -------
+    dict
+        Arrays ``t``, ``energy_spde``, ``variance_spde``, ``energy_particles``,
+        ``variance_particles`` (NaN after ``t_resolved`` for the SPDE); scalars
+        ``t_resolved``, ``min_density`` (at the last resolved time).
+    """
+    from meanfield.attention import gap_energy
+    from meanfield.kernels import ActivationKernel
+    from meanfield.noise import NoisePath
+    from meanfield.particles import solve_particles
+    from meanfield.spde import SPDEResolutionError, VonMisesFisher, solve_spde
+    from meanfield.sync import order_parameter
+
+    d, T, beta, dt = int(params["d"]), float(params["T"]), float(params["beta"]), float(params["dt"])
+    s_noise, s_x = seed.spawn(2)
+    noise = NoisePath(ActivationKernel(params["activation"]), d, int(params["noise_lmax"]), seed=s_noise, t_max=T)
+    rho0 = VonMisesFisher([0.0] * (d - 1) + [1.0], float(params["kappa0"]))
+    ts = np.arange(round(T / params["save_every"]) + 1) * float(params["save_every"])
+    try:
+        sol = solve_spde(rho0, noise, beta, int(params["lmax"]), dt, ts)
+        n_ok = len(sol.times)
+    except SPDEResolutionError as exc:
+        sol = exc.solution
+        n_ok = len(sol.times) - 1  # the last entry is the offending state
+    e_s = np.full(ts.size, np.nan)
+    v_s = np.full(ts.size, np.nan)
+    for i in range(n_ok):
+        nodes, w = sol.quadrature_cloud(i)
+        e_s[i], v_s[i] = signed_gap_energy(nodes, w, beta)
+    x0 = rho0.sample(int(params["N"]), seed=np.random.default_rng(s_x))
+    part = solve_particles(x0, noise, beta, dt, ts)
+    return {
+        "t": ts, "energy_spde": e_s, "variance_spde": v_s,
+        "energy_particles": np.array([gap_energy(x, beta) for x in part.x]),
+        "variance_particles": order_parameter(part.x),
+        "t_resolved": float(ts[n_ok - 1]) if n_ok else 0.0,
+        "min_density": float(sol.min_density(n_ok - 1)) if n_ok else math.nan,
+    }
+
+
+def make_spde_study(config: dict, root_seed: int = 0):
+    """Study of :func:`spde_energy_task` (one grid point, ``replicas`` noise paths)."""
+    from meanfield.runner import Study
+
+    c = dict(config)
+    replicas = as_int(c.pop("replicas"), "replicas", min_value=1)
+    return Study("sync-spde", spde_energy_task, grid=None, replicas=replicas, root_seed=root_seed, fixed=c)
+
+
+def make_lyapunov_study(config: dict, root_seed: int = 0):
+    """Study over the grid activation × d (one task per cell; replicas inside the task)."""
+    from meanfield.runner import Study
+
+    c = dict(config)
+    _check_lyapunov(c)
+    grid = {"activation": list(c.pop("activations")), "d": [int(d) for d in c.pop("dims")]}
+    return Study("sync-lyapunov", lyapunov_task, grid=grid, replicas=1, root_seed=root_seed, fixed=c)
+
+
+def make_energy_study(config: dict, root_seed: int = 0):
+    """Study over β (+ a noise-only point), ``seed_by=()``: replica r has the same noise path
+    and initial cloud for every β (common random numbers)."""
+    from meanfield.runner import Study
+
+    c = dict(config)
+    _check_energy(c)
+    betas, replicas, noise_only = c.pop("betas"), int(c.pop("replicas")), bool(c.pop("noise_only"))
+    c.pop("t_fit")
+    grid = [{"beta": float(b), "attention": True} for b in betas]
+    if noise_only:
+        grid.append({"beta": 0.0, "attention": False})
+    return Study("sync-energy", energy_task, grid=grid, replicas=replicas, root_seed=root_seed, fixed=c, seed_by=())
+
+
+def build(cfg: dict, root_seed: int = 0, parts=None) -> dict:
+    """The runner studies of a resolved configuration: ``{"lyapunov", "energy", "spde"}`` -> Study.
+
+    ``parts`` selects some of them (default all three, in that order).
+    """
+    parts = PARTS if parts is None else tuple(parts)
+    if not parts or set(parts) - set(PARTS):
+        raise ValueError(f"parts must be a non-empty subset of ('lyapunov', 'energy', 'spde'), got {parts}")
+    makers = {"lyapunov": make_lyapunov_study, "energy": make_energy_study, "spde": make_spde_study}
+    return {p: makers[p](cfg[p], root_seed) for p in PARTS if p in parts}
