@@ -89,8 +89,9 @@ class NoisePath(NoiseSource):
                             f"got {type(kernel).__name__}")
         self.d = as_int(d, "d", min_value=2)
         if self.d not in supported_dimensions():
-            raise ValueError(f"d = {d}: a NoisePath needs a harmonic basis of S^{{d-1}}, available for d in "
-                             f"{supported_dimensions()}; use RandomFeatureNoise for other d")
+            dims = " or ".join(map(str, supported_dimensions()))
+            raise ValueError(f"d must be {dims} for a NoisePath (the dimensions with a harmonic basis of S^(d-1)), "
+                             f"got {d}; use RandomFeatureNoise for other d")
         if isinstance(kernel, SpectralKernel) and kernel.d != self.d:
             raise ValueError(f"kernel is a SpectralKernel on S^{kernel.d - 1}, but d = {self.d}")
         self.lmax = as_int(lmax, "lmax", min_value=0, max_value=4096)
