@@ -46,13 +46,21 @@ from meanfield.sphere import circle_quadrature, sphere_quadrature
 from ._checks import WEIGHT_SUM_TOL
 from ._circle import wasserstein_circle
 from ._density import DensityCloud, density_to_cloud, wasserstein_to_density
-from ._exact import DEFAULT_MAX_EXACT, SlicedFallbackWarning, TransportInfo, cost_matrix, wasserstein
+from ._exact import (
+    DEFAULT_MAX_EXACT,
+    NEGLIGIBLE_WEIGHT,
+    SlicedFallbackWarning,
+    TransportInfo,
+    cost_matrix,
+    wasserstein,
+)
 from ._moments import density_moments, empirical_moments, harmonic_labels, observable_errors, real_harmonics
 from ._sliced import DEFAULT_N_PROJECTIONS, sliced_wasserstein_sphere
 
 __all__ = [
     "WEIGHT_SUM_TOL",
     "DEFAULT_MAX_EXACT",
+    "NEGLIGIBLE_WEIGHT",
     "SlicedFallbackWarning",
     "TransportInfo",
     "DensityCloud",

@@ -140,7 +140,11 @@ def wasserstein_to_density(
     The density is converted by :func:`density_to_cloud` (mass renormalised to
     1; negative values raise unless ``clip_negative=True``) and compared with
     :func:`wasserstein`.  SPEC §9(b): "density as weighted quadrature nodes".
-    The result includes the quadrature error of the density itself, of the
+    Nodes where the density carries no mass (``w_q ρ_q⁺`` at most
+    :data:`NEGLIGIBLE_WEIGHT` times the mass, e.g. the far tail of a
+    concentrated density) are left out of the exact solve, so only the
+    support counts against ``max_exact`` (``info.m_support``).  The result
+    includes the quadrature error of the density itself, of the
     order of the node spacing for W_1 and W_2 (e.g. about π / (2 n_lat) for a
     Gauss–Legendre product grid).
 
@@ -166,8 +170,10 @@ def wasserstein_to_density(
         Also return a :class:`TransportInfo` whose ``density`` field holds the
         :class:`DensityCloud` with the mass and negative-part report.
     **kwargs
-        ``max_exact``, ``num_iter_max``, ``fallback``, ``n_projections``,
-        ``seed`` of :func:`wasserstein`.
+        ``method``, ``max_exact``, ``num_iter_max``, ``fallback``,
+        ``n_projections``, ``seed`` of :func:`wasserstein`.  Above
+        ``max_exact`` the default raises a ``ValueError`` (no silent switch to
+        the sliced distance).
 
     Returns
     -------
