@@ -1,13 +1,7 @@
 """Log–log slope fits with confidence intervals, and rate tables built from them.
 
-Data contract
--------------
-A study produces a long-form :class:`pandas.DataFrame` with one row per
-(parameter value, replica): a parameter column (``"N"``, ``"L"``, ``"h"``,
-... — the name is an argument), usually a ``"replica"`` column, and one or
-more positive error columns, e.g. ``"w2"``, ``"coupling"``, ``"moment"``.
-:func:`rate_table` turns it into a *rate table*: one row per (error column,
-parameter value) with the columns of :data:`RATE_COLUMNS`.
+The data contract of a study and the rate-table layout are documented in
+:mod:`meanfield.reporting`.
 """
 
 from __future__ import annotations
@@ -21,7 +15,9 @@ from scipy import stats
 
 from meanfield._validate import as_float, as_int, as_rng
 
-__all__ = ["RATE_COLUMNS", "SlopeFit", "fit_slope", "rate_table", "slope_summary"]
+from ._verdicts import CONSISTENT, DEFAULT_POWER, SlopeIntervals, Verdict, bootstrap_group_moments, slope_intervals, verdict
+
+__all__ = ["RATE_COLUMNS", "THREE_WAY_COLUMNS", "SlopeFit", "fit_slope", "rate_table", "slope_summary"]
 
 _SLOPE_COLUMNS = (
     "slope",
@@ -36,8 +32,10 @@ _SLOPE_COLUMNS = (
 #: Columns of a rate table, in order; ``"<param>"`` stands for the parameter column.
 RATE_COLUMNS = ("error", "<param>", "n_replicas", "mean", "std", "ci_low", "ci_high", *_SLOPE_COLUMNS)
 _MEAN_CI = ("t", "bootstrap")
+_VERDICTS = ("two-way", "three-way")
+#: Columns appended to a rate table by ``rate_table(..., verdicts="three-way")``.
+THREE_WAY_COLUMNS = ("resolved", "slope_se", "slope_delta_ci_low", "slope_delta_ci_high")
 _MIN_BOOT = 100
-CONSISTENT = "consistent"
 NOT_CONSISTENT = "not consistent"
 
 
@@ -63,6 +61,10 @@ class SlopeFit:
         Distinct parameter values.
     n_obs : int
         Rows (replicas in all groups).
+    intervals : SlopeIntervals or None
+        The studentized-bootstrap interval, its delta-method cross-check and
+        the per-point resolution, from the same resamples; what
+        :meth:`verdict` uses.
 
     Examples
     --------
@@ -84,14 +86,25 @@ class SlopeFit:
     r2: float
     n_groups: int
     n_obs: int
+    intervals: SlopeIntervals | None = None
 
     def predict(self, x) -> np.ndarray:
         """Fitted mean ``exp(intercept) x^slope``."""
         return np.exp(self.intercept) * np.asarray(x, dtype=np.float64) ** self.slope
 
     def consistent_with(self, theory_slope: float, tolerance: float = 0.0) -> bool:
-        """True if ``ci_low - tolerance <= theory_slope <= ci_high + tolerance``."""
+        """True if ``ci_low - tolerance <= theory_slope <= ci_high + tolerance`` (percentile interval).
+
+        Two-valued and blind to power: a wide interval is "consistent" with
+        almost anything.  Prefer :meth:`verdict`.
+        """
         return bool(self.ci_low - tolerance <= theory_slope <= self.ci_high + tolerance)
+
+    def verdict(self, theory_slope: float, tolerance: float = 0.0, power: float = DEFAULT_POWER) -> Verdict:
+        """Three-way verdict on the studentized interval: see :func:`meanfield.reporting.verdict`."""
+        if self.intervals is None:
+            raise ValueError("this SlopeFit has no intervals; build it with fit_slope")
+        return verdict(self.intervals, theory_slope, tolerance=tolerance, power=power)
 
 
 # ----------------------------------------------------------------------------
@@ -154,11 +167,7 @@ def _ls_slopes(lx: np.ndarray, ly: np.ndarray) -> np.ndarray:
 
 def _bootstrap_group_means(y, inverse, n_groups, n_boot, rng) -> np.ndarray:
     """Means of y resampled with replacement within each group, shape (n_boot, G)."""
-    out = np.empty((n_boot, n_groups))
-    for g in range(n_groups):
-        yg = y[inverse == g]
-        out[:, g] = yg[rng.integers(0, yg.size, size=(n_boot, yg.size))].mean(axis=1)
-    return out
+    return bootstrap_group_moments(y, inverse, n_groups, n_boot, rng)[0]
 
 
 def fit_slope(x, y, n_boot: int = 2000, ci: float = 0.95, seed=0, groups=None) -> SlopeFit:
@@ -230,7 +239,8 @@ def fit_slope(x, y, n_boot: int = 2000, ci: float = 0.95, seed=0, groups=None) -
     resid = ly - (intercept + slope * lx)
     total = float(np.sum((ly - ly.mean()) ** 2))
     r2 = 1.0 - float(resid @ resid) / total if total > 0 else 1.0
-    boot = _ls_slopes(lx, np.log(_bootstrap_group_means(y, inverse, xg.size, n_boot, rng)))
+    bmean, bvar = bootstrap_group_moments(y, inverse, xg.size, n_boot, rng)
+    boot = _ls_slopes(lx, np.log(bmean))
     lo, hi = np.quantile(boot, [(1.0 - ci) / 2.0, (1.0 + ci) / 2.0])
     return SlopeFit(
         slope=slope,
@@ -243,6 +253,7 @@ def fit_slope(x, y, n_boot: int = 2000, ci: float = 0.95, seed=0, groups=None) -
         r2=r2,
         n_groups=int(xg.size),
         n_obs=int(x.size),
+        intervals=slope_intervals(y, inverse, xg, ci, bmean, bvar),
     )
 
 
@@ -300,6 +311,8 @@ def rate_table(
     seed=0,
     tolerance=None,
     mean_ci: str = "t",
+    verdicts: str = "two-way",
+    power: float = DEFAULT_POWER,
 ) -> pd.DataFrame:
     """Rate table of a convergence study: means with CIs, fitted and theory slopes.
 
@@ -336,6 +349,17 @@ def rate_table(
         Allowed distance between the theory slope and the CI.
     mean_ci : {"t", "bootstrap"}
         CI of the mean per parameter value.
+    verdicts : {"two-way", "three-way"}
+        ``"two-way"`` (default, the rule above, percentile slope interval).
+        ``"three-way"``: the slope columns hold the studentized bootstrap
+        interval, the extra columns :data:`THREE_WAY_COLUMNS` (``resolved``
+        per point, ``slope_se``, ``slope_delta_ci_low``,
+        ``slope_delta_ci_high``) are appended, and the verdict is
+        ``"consistent"``, ``"inconsistent"`` or ``"inconclusive"`` by the
+        rules of :func:`verdict`.
+    power : float, > 0
+        Power threshold of the three-way verdict: inconclusive when the slope
+        interval's half-width exceeds ``power * |theory_slope|``.
 
     Returns
     -------
@@ -367,6 +391,9 @@ def rate_table(
     n_boot = as_int(n_boot, "n_boot", min_value=_MIN_BOOT)
     if mean_ci not in _MEAN_CI:
         raise ValueError(f"mean_ci must be one of {_MEAN_CI}, got {mean_ci!r}")
+    if verdicts not in _VERDICTS:
+        raise ValueError(f"verdicts must be one of {_VERDICTS}, got {verdicts!r}")
+    power = as_float(power, "power", min_value=0.0, strict_min=True)
     theory = {
         e: as_float(v, f"theory_slope[{e!r}]") for e, v in _per_error(theory_slope, errors, "theory_slope").items()
     }
@@ -404,6 +431,8 @@ def rate_table(
                 "verdict": CONSISTENT if fit.consistent_with(theory[name], tol[name]) else NOT_CONSISTENT,
             }
         )
+        if verdicts == "three-way":
+            _three_way(block, fit, theory[name], tol[name], power)
         blocks.append(block)
     table = pd.concat(blocks, ignore_index=True)
     table.attrs = {
@@ -414,7 +443,27 @@ def rate_table(
         "verdict_rule": "consistent iff slope_ci_low - tolerance <= theory_slope <= slope_ci_high + tolerance",
         "fits": fits,
     }
+    if verdicts == "three-way":
+        table.attrs["verdict_rule"] = (
+            "three-way (meanfield.reporting.verdict): inconclusive if a point is unresolved (< 2 replicas or "
+            f"mean within 2 SE of 0), if the studentized slope CI half-width > {power:g} |theory_slope|, or if "
+            "the studentized and delta-method CIs disagree; else consistent iff slope_ci_low - tolerance <= "
+            "theory_slope <= slope_ci_high + tolerance, inconsistent otherwise"
+        )
+        table.attrs["power"] = power
     return table
+
+
+def _three_way(block: pd.DataFrame, fit: SlopeFit, theory: float, tol: float, power: float) -> None:
+    """Switch a rate-table block to the studentized interval and the three-way verdict (in place)."""
+    iv = fit.intervals
+    block["slope_ci_low"] = iv.ci_low
+    block["slope_ci_high"] = iv.ci_high
+    block["verdict"] = verdict(iv, theory, tolerance=tol, power=power).outcome
+    block["resolved"] = iv.resolved
+    block["slope_se"] = iv.se
+    block["slope_delta_ci_low"] = iv.delta_ci_low
+    block["slope_delta_ci_high"] = iv.delta_ci_high
 
 
 def _is_rate_table(table) -> bool:
@@ -428,7 +477,7 @@ def _param_of(table: pd.DataFrame, param: str | None) -> str:
     if param is None:
         param = table.attrs.get("param")
     if param is None:
-        known = {"error", "n_replicas", "mean", "std", "ci_low", "ci_high", *_SLOPE_COLUMNS}
+        known = {"error", "n_replicas", "mean", "std", "ci_low", "ci_high", *_SLOPE_COLUMNS, *THREE_WAY_COLUMNS}
         extra = [c for c in table.columns if c not in known]
         if len(extra) != 1:
             raise ValueError(f"cannot tell the parameter column among {extra}; pass param=")
@@ -463,6 +512,7 @@ def slope_summary(table: pd.DataFrame) -> pd.DataFrame:
     if not _is_rate_table(table):
         raise ValueError("table must be a rate table from rate_table (columns missing)")
     cols = ["slope", "slope_ci_low", "slope_ci_high", "r2", "theory_slope", "tolerance", "verdict"]
+    cols += [c for c in THREE_WAY_COLUMNS[1:] if c in table.columns]
     grouped = table.groupby("error", sort=False)
     out = grouped[cols].first()
     out.insert(0, "n_points", grouped.size())
