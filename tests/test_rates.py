@@ -260,3 +260,77 @@ def test_plot_rejects_bad_input(tmp_path):
         plot_rates(table, path_stem=tmp_path / "x", formats=("gif",))
     with pytest.raises(TypeError, match="only apply to long-form"):
         plot_rates(table, n_boot=100)
+
+
+# ----------------------------------------------------------------------------
+# three-way verdicts: studentized bootstrap interval, delta-method cross-check
+# ----------------------------------------------------------------------------
+
+
+def test_studentized_and_delta_intervals_cover_the_true_slope_95_percent():
+    # y = 2 x^-0.5 LogNormal(0, 0.3): log E[y] has slope -0.5 exactly.
+    rng = np.random.default_rng(2024)
+    draws, x = 600, np.repeat(XS, 8)
+    hits = np.zeros(2)
+    for _ in range(draws):
+        fit = fit_slope(x, 2.0 * x**-0.5 * rng.lognormal(0.0, 0.3, x.size), n_boot=400, seed=rng)
+        iv = fit.intervals
+        hits += [iv.ci_low <= -0.5 <= iv.ci_high, iv.delta_ci_low <= -0.5 <= iv.delta_ci_high]
+    coverage = hits / draws
+    tol = 3.0 * np.sqrt(0.95 * 0.05 / draws)  # 3 binomial SE of the coverage count
+    assert np.all(np.abs(coverage - 0.95) <= tol), (coverage, tol)
+
+
+def test_verdict_outcomes_on_resolved_and_unresolved_designs():
+    rng = np.random.default_rng(3)
+    x = np.repeat(XS, 8)
+    fit = fit_slope(x, x**-0.5 * rng.lognormal(0.0, 0.1, x.size))
+    assert all(fit.intervals.resolved)
+    assert fit.verdict(-0.5).outcome == "consistent"
+    assert fit.verdict(-1.0).outcome == "inconsistent"
+    assert fit.consistent_with(-0.5)  # the two-way check still works
+    # a point whose mean error is within 2 SE of zero: inconclusive, whatever the theory
+    y = x**-0.5 * rng.lognormal(0.0, 0.1, x.size)
+    y[x == XS[-1]] = np.array([1e-4] * 7 + [0.5])  # mean 0.0626, SE 0.0625
+    unresolved = fit_slope(x, y)
+    assert list(unresolved.intervals.resolved) == [True] * 4 + [False]
+    for theory in (-0.5, -1.0, 0.5):
+        v = unresolved.verdict(theory)
+        assert v.outcome == "inconclusive" and "unresolved" in v.reason
+    # single replicas: unresolved
+    with pytest.warns(UserWarning, match="single replica"):
+        single = fit_slope(XS, XS**-0.5)
+    assert single.verdict(-0.5).outcome == "inconclusive"
+    # resolved points but an interval wider than ±0.5 |theory|: inconclusive (no power)
+    xs = np.repeat(XS[:2], 3)
+    weak = fit_slope(xs, xs**-0.5 * rng.lognormal(0.0, 0.8, xs.size), n_boot=500)
+    assert all(weak.intervals.resolved)
+    half = (weak.intervals.ci_high - weak.intervals.ci_low) / 2
+    assert half > 0.25
+    v = weak.verdict(-0.5)
+    assert v.outcome == "inconclusive" and "half-width" in v.reason
+    # the threshold is a parameter: a lax one lets the interval decide
+    assert "half-width" not in weak.verdict(-0.5, power=1e6).reason
+
+
+def test_rate_table_three_way_layout_and_verdicts():
+    from meanfield.reporting import THREE_WAY_COLUMNS, verdict
+
+    df = study(seed=4)
+    two = rate_table(df, "N", "w2", -0.5, n_boot=500)
+    three = rate_table(df, "N", "w2", -0.5, n_boot=500, verdicts="three-way")
+    assert list(three.columns) == list(two.columns) + list(THREE_WAY_COLUMNS)
+    fit = three.attrs["fits"]["w2"]
+    assert three["slope_ci_low"].iloc[0] == fit["intervals"]["ci_low"]
+    assert three["slope_delta_ci_high"].iloc[0] == fit["intervals"]["delta_ci_high"]
+    assert set(three["verdict"]) == {"consistent"} and three["resolved"].all()
+    assert "three-way" in three.attrs["verdict_rule"] and three.attrs["power"] == 0.5
+    assert set(rate_table(df, "N", "w2", -1.5, n_boot=500, verdicts="three-way")["verdict"]) == {"inconsistent"}
+    summary = slope_summary(three)
+    assert {"slope_se", "slope_delta_ci_low", "slope_delta_ci_high"} <= set(summary.columns)
+    assert "inconclusive" in to_markdown(rate_table(df, "N", "w2", -0.5, n_boot=500, verdicts="three-way",
+                                                    power=1e-3))
+    with pytest.raises(ValueError, match="verdicts must be one of"):
+        rate_table(df, "N", "w2", -0.5, verdicts="yes")
+    with pytest.raises(TypeError, match="SlopeFit or SlopeIntervals"):
+        verdict(0.3, -0.5)

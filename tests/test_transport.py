@@ -1,6 +1,8 @@
 """Tests of meanfield.transport: exact W_p, circle solver, sliced estimate,
 particles against densities, harmonic moments, input validation (SPEC §9(b), (c))."""
 
+import warnings
+
 import numpy as np
 import ot
 import pytest
@@ -148,17 +150,120 @@ def test_unconverged_network_simplex_raises(monkeypatch):
         wasserstein(x, y)
 
 
-def test_size_limit_falls_back_to_sliced_or_raises():
+def test_size_limit_raises_by_default_and_names_the_remedies():
     rng = np.random.default_rng(6)
     x, y = uniform_sphere(40, 3, rng), uniform_sphere(30, 3, rng)
-    with pytest.warns(SlicedFallbackWarning, match="max_exact"):
-        value, info = wasserstein(x, y, max_exact=20, n_projections=64, return_info=True)
-    assert info.method == "sliced" and not info.exact and "max_exact" in info.message
-    assert value == sliced_wasserstein_sphere(x, y, n_projections=64, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning, no silent switch: an error
+        with pytest.raises(ValueError, match="max_exact") as err:
+            wasserstein(x, y, max_exact=20)
+    for remedy in ("Subsample", "coarser quadrature", "raise max_exact", "method='sliced'"):
+        assert remedy in str(err.value)
     with pytest.raises(ValueError, match="max_exact"):
         wasserstein(x, y, max_exact=20, fallback="raise")
     # n m = 1200 <= 35^2: exact.
     assert wasserstein(x, y, max_exact=35, return_info=True)[1].method == "emd"
+
+
+def test_sliced_only_when_asked_and_named_as_such():
+    rng = np.random.default_rng(6)
+    x, y = uniform_sphere(40, 3, rng), uniform_sphere(30, 3, rng)
+    sliced = sliced_wasserstein_sphere(x, y, n_projections=64, seed=0)
+    # explicit method: always the sliced distance, no warning, honest name
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        value, info = wasserstein(x, y, method="sliced", n_projections=64, return_info=True)
+    assert value == sliced
+    assert info.method == "sliced" and info.distance == "sliced_wasserstein" and not info.exact
+    # opted-in fallback above the limit: warned and named
+    with pytest.warns(SlicedFallbackWarning, match="max_exact"):
+        value, info = wasserstein(x, y, max_exact=20, fallback="sliced", n_projections=64, return_info=True)
+    assert info.method == "sliced" and not info.exact and "max_exact" in info.message
+    assert info.distance == "sliced_wasserstein"
+    assert value == sliced
+    # the exact path is named W_p
+    info = wasserstein(x, y, return_info=True)[1]
+    assert info.distance == "wasserstein" and info.exact
+    # the sliced distance is geodesic only
+    with pytest.raises(ValueError, match="geodesic sliced distance only"):
+        wasserstein(x, y, cost="chordal", method="sliced")
+    with pytest.raises(ValueError, match="geodesic sliced distance only"):
+        wasserstein(x, y, cost="chordal", max_exact=20, fallback="sliced")
+
+
+@pytest.mark.parametrize("p", [1, 2])
+@pytest.mark.parametrize("cost", ["geodesic", "chordal"])
+def test_negligible_weights_are_dropped_before_the_simplex(p, cost):
+    rng = np.random.default_rng(7)
+    x, y = uniform_sphere(30, 3, rng), uniform_sphere(25, 3, rng)
+    a, b = random_weights(30, rng), random_weights(25, rng)
+    exact = wasserstein(x, y, a, b, p=p, cost=cost)
+    # pad y with 40 extra points: 25 of zero weight, 15 of negligible weight (1e-17 of the total)
+    yp = np.concatenate([y, uniform_sphere(40, 3, rng)])
+    bp = np.concatenate([b, np.zeros(25), np.full(15, 1e-17)])
+    # 30 * 65 = 1950 > 40^2 = 1600 >= 30 * 25: exact only because the padding is dropped
+    value, info = wasserstein(x, yp, a, bp, p=p, cost=cost, max_exact=40, return_info=True)
+    assert info.method == "emd" and (info.n, info.m) == (30, 65)
+    assert (info.n_support, info.m_support) == (30, 25)
+    assert info.cost_matrix_bytes == 8 * 30 * 25
+    assert value == pytest.approx(exact, rel=1e-12, abs=1e-14)
+    # zero weights on the other side too
+    xp = np.concatenate([x, uniform_sphere(5, 3, rng)])
+    ap = np.concatenate([a, np.zeros(5)])
+    value, info = wasserstein(xp, yp, ap, bp, p=p, cost=cost, return_info=True)
+    assert (info.n_support, info.m_support) == (30, 25)
+    assert value == pytest.approx(exact, rel=1e-12, abs=1e-14)
+    # weights twice the threshold are kept
+    bk = np.concatenate([b * (1 - 50e-15), np.full(25, 2e-15)])
+    assert wasserstein(x, yp[:50], a, bk, p=p, cost=cost, return_info=True)[1].m_support == 50
+
+
+# Known-answer case: vMF(κ = 400) on S^2 and the same law rotated by 0.2 rad about
+# an axis orthogonal to its mean.  W_2 is the rotation angle to O(1/κ): the rotation
+# moves every point of the cap by 0.2 sin(angle to the axis) ≈ 0.2, and for such a
+# concentrated law (σ ≈ 0.05 rad) the plan is close to a translation in the tangent plane.
+KAPPA, ANGLE = 400.0, 0.2
+
+
+def _vmf_pair(n, seed):
+    rng = np.random.default_rng(seed)
+    mu = np.array([0.0, 0.0, 1.0])
+    rot = Rotation.from_rotvec([ANGLE, 0.0, 0.0])
+    x = unit(vonmises_fisher(mu, KAPPA).rvs(n, random_state=rng))
+    y = unit(vonmises_fisher(rot.apply(mu), KAPPA).rvs(n, random_state=rng))
+    return x, y, rot
+
+
+def test_known_answer_two_concentrated_vmf_rotated_by_0_2():
+    x, y, rot = _vmf_pair(800, 20)
+    value, info = wasserstein(x, y, return_info=True)
+    # the rotation itself is a transport plan of cost <= 0.2, so W_2(x, R x) <= 0.2 exactly
+    assert wasserstein(x, rot.apply(x)) <= ANGLE
+    assert info.method == "emd" and info.distance == "wasserstein"
+    assert value == pytest.approx(ANGLE, abs=0.01), value
+    sliced = sliced_wasserstein_sphere(x, y)
+    # the sliced distance is ~28 % larger here: it must never be returned as W_2
+    assert sliced / value > 1.15, (sliced, value)
+    with pytest.raises(ValueError, match="max_exact"):
+        wasserstein(x, y, max_exact=500)
+
+
+def test_known_answer_particles_vs_concentrated_density_uses_its_support_only():
+    x, _, rot = _vmf_pair(600, 21)
+    nodes, w = sphere_quadrature(64)  # 8192 nodes, spacing ~0.05 rad ~ the width of the cap
+    mean = rot.apply([0.0, 0.0, 1.0])
+    rho = KAPPA / (2 * np.pi * (1 - np.exp(-2 * KAPPA))) * np.exp(KAPPA * (nodes @ mean - 1.0))
+    assert np.sum(w * rho == 0.0) > 0  # the far tail underflows to exact zeros
+    # 600 * 8192 > 1500^2: only the support (|w ρ| > 1e-15 of the mass) is handed to the simplex
+    value, info = wasserstein_to_density(x, None, nodes, w, rho, max_exact=1500, return_info=True)
+    assert info.method == "emd" and info.distance == "wasserstein"
+    assert info.m == 8192 and info.m_support < 1500**2 / 600
+    support = np.sum(w * rho > 1e-15 * np.sum(w * rho))
+    assert info.m_support == support
+    assert value == pytest.approx(ANGLE, abs=0.02), value
+    # too large even after dropping: an error naming the limit, never the sliced value
+    with pytest.raises(ValueError, match=r"max_exact.*negligible weight"):
+        wasserstein_to_density(x, None, nodes, w, rho, max_exact=300)
 
 
 def test_cost_matrix_geodesic_is_accurate_near_zero_and_pi():
@@ -418,6 +523,7 @@ def pair():
         ({"p": 3}, ValueError, "p must be 1 or 2"),
         ({"cost": "euclid"}, ValueError, "cost must be one of"),
         ({"fallback": "none"}, ValueError, "fallback must be one of"),
+        ({"method": "approx"}, ValueError, "method must be one of"),
         ({"num_iter_max": 1000}, ValueError, "num_iter_max must be >="),
         ({"max_exact": 0}, ValueError, "max_exact must be >="),
     ],

@@ -1,7 +1,8 @@
 """Exact optimal transport on the circle S^1 = [0, 1) for batches of 1-D problems.
 
-Private kernels behind :func:`meanfield.transport.wasserstein_circle` and
-:func:`meanfield.transport.sliced_wasserstein_sphere`.  Coordinates are in
+The exact circle solver behind :func:`wasserstein_circle`, the S^1 path of
+:func:`meanfield.transport.wasserstein` and every slice of
+:func:`meanfield.transport.sliced_wasserstein_sphere`.  The kernels work in
 turns (arc length / 2π), the convention of POT's ``ot.wasserstein_circle``;
 the public functions convert to radians.
 
@@ -34,8 +35,13 @@ plan is a monotone plan with a shifted cut,
 from __future__ import annotations
 
 import numpy as np
+import ot
 
-__all__ = ["circle_wpp_turns"]
+from meanfield._validate import as_points
+
+from ._checks import _as_choice, _as_p, _as_weights
+
+__all__ = ["circle_wpp_turns", "wasserstein_circle"]
 
 # d(θ) = C'(θ)/2 satisfies d(θ + 1) = d(θ) + 1 and is non-decreasing, so with
 # d0 = d(0) the root lies in [-d0 - 1, -d0 + 1]; the bracket is widened by a
@@ -208,3 +214,87 @@ def circle_wpp_turns(u, v, a, b, p: int, atol: float = 0.0) -> np.ndarray:
     if p == 1:
         return _w1_turns(u, v, a, b)
     return _w2sq_turns(u, v, a, b, atol)
+
+
+# ----------------------------------------------------------------------------
+# public API in radians
+# ----------------------------------------------------------------------------
+
+
+def _circle_turns(x: np.ndarray) -> np.ndarray:
+    """Angles of (n, 2) unit vectors in turns (arc length / 2π) in [0, 1)."""
+    return np.mod(np.arctan2(x[:, 1], x[:, 0]) / (2.0 * np.pi), 1.0)
+
+
+def _as_circle(x, name: str) -> np.ndarray:
+    """Angles (radians, any real) or (n, 2) unit vectors -> turns in [0, 1)."""
+    try:
+        arr = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be angles in radians, shape (n,), or unit vectors, shape (n, 2)") from exc
+    if arr.ndim == 1:
+        if arr.size == 0:
+            raise ValueError(f"{name} must hold at least one angle, got shape {arr.shape}")
+        if not np.all(np.isfinite(arr)):
+            raise ValueError(f"{name} contains NaN or infinite values")
+        return np.mod(arr / (2.0 * np.pi), 1.0)
+    return _circle_turns(as_points(arr, name, 2))
+
+
+def wasserstein_circle(x, y, a=None, b=None, p: int = 2, *, solver: str = "native") -> float:
+    """Exact W_p on the circle S^1 in radians of arc length.
+
+    .. math::
+        W_p^p(μ, ν) = \\min_{θ ∈ \\mathbb{R}} \\int_0^1 |F_μ^{-1}(q) - (F_ν - θ)^{-1}(q)|^p\\, dq
+        \\quad\\text{(in turns)},\\qquad W_p^{\\text{rad}} = 2π\\, W_p^{\\text{turns}}.
+
+    SPEC §9(b), §10.  ``solver="native"`` (default) is this package's exact
+    solver (``meanfield.transport._circle``): the level median for p = 1; for p = 2,
+    bisection on the piecewise-constant derivative of the cut cost and an
+    exact tangent-intersection step (agrees with ``ot.emd2`` on the geodesic
+    cost to 1e-12 in the tests; W_2 of a cloud to itself comes out at ~1e-9,
+    the square root of the ~1e-19 round-off of W_2²).  ``solver="pot"`` calls
+    ``ot.wasserstein_circle`` with ``eps=1e-12`` and converts its W_p^p in turns
+    (arc length / 2π) to W_p in radians.  Both are O((n + m) log(n + m)); the
+    native one is exact rather than tolerance-limited and measured about 4x
+    cheaper in batches (see :func:`sliced_wasserstein_sphere`).  POT 0.9.7's
+    separate ``wasserstein1_circle`` is not used: it leaves the arc before the
+    first sample out of the level-median weights, and was off by 0.066 rad
+    against ``ot.emd2`` on a weighted 7-vs-5-point example.
+
+    Parameters
+    ----------
+    x : array_like, shape (n,) or (n, 2)
+        Angles in radians (any real, taken mod 2π) or unit vectors in R^2.
+    y : array_like, shape (m,) or (m, 2)
+        Same for the second measure.
+    a, b : array_like, optional
+        Non-negative weights summing to 1 (to 1e-9); uniform if None.
+    p : {1, 2}
+        Order.
+    solver : {"native", "pot"}
+        Which exact solver to use.
+
+    Returns
+    -------
+    float
+        W_p in radians (geodesic arc length), in [0, π].
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.transport import wasserstein_circle
+    >>> round(wasserstein_circle([0.1], [6.2]), 12)  # the short way round
+    0.18318530718
+    """
+    u = _as_circle(x, "x")
+    v = _as_circle(y, "y")
+    a = _as_weights(a, u.size, "a")
+    b = _as_weights(b, v.size, "b")
+    p = _as_p(p)
+    solver = _as_choice(solver, "solver", ("native", "pot"))
+    if solver == "pot":
+        wpp = float(np.asarray(ot.wasserstein_circle(u, v, a, b, p=p, eps=1e-12)).ravel()[0])
+    else:
+        wpp = float(circle_wpp_turns(u[None], v[None], a, b, p)[0])
+    return 2.0 * np.pi * max(wpp, 0.0) ** (1.0 / p)

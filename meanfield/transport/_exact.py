@@ -1,0 +1,385 @@
+"""Cost matrices and exact W_p between weighted clouds on S^{d-1} (POT network simplex).
+
+Exact W_p uses POT's ``ot.emd2`` with ``numItermax >= 1e7`` and a check of
+``log["result_code"] == 1`` (POT otherwise returns unconverged values with
+only a warning).  On S^1 the geodesic W_p goes to the exact circle solver of
+:mod:`._circle` instead (no size limit).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import ot
+from scipy.spatial.distance import cdist
+
+from meanfield._validate import as_int, as_points, as_rng
+
+from ._checks import _BLOCK_ELEMENTS, _COSTS, _as_choice, _as_p, _as_pair
+from ._circle import _circle_turns, circle_wpp_turns
+from ._sliced import DEFAULT_N_PROJECTIONS, _sliced
+
+if TYPE_CHECKING:
+    from ._density import DensityCloud
+
+__all__ = ["DEFAULT_MAX_EXACT", "NEGLIGIBLE_WEIGHT", "SlicedFallbackWarning", "TransportInfo", "cost_matrix", "wasserstein"]
+
+#: Default largest cloud size (per side) handed to the exact network simplex.
+DEFAULT_MAX_EXACT = 6000
+
+_METHODS = ("exact", "sliced")
+_FALLBACKS = ("raise", "sliced")
+_MIN_NUM_ITER = 10**7
+#: Nodes whose weight is at most this fraction of the total mass are dropped
+#: before the network simplex (zero-mass quadrature nodes, underflowed tails).
+NEGLIGIBLE_WEIGHT = 1e-15
+# Names of the quantity a TransportInfo describes.
+_WASSERSTEIN = "wasserstein"
+_SLICED = "sliced_wasserstein"
+
+
+class SlicedFallbackWarning(UserWarning):
+    """The clouds exceeded ``max_exact`` and, as asked by ``fallback="sliced"``, the sliced estimate was returned.
+
+    Only raised when the caller opted in with ``fallback="sliced"`` (the default
+    ``fallback="raise"`` raises a ``ValueError`` instead).  The value is the
+    spherical sliced Wasserstein distance, not W_p; the info says so
+    (``distance == "sliced_wasserstein"``).  Filter it like any warning, e.g.
+    ``warnings.simplefilter("error", SlicedFallbackWarning)`` to make
+    fallbacks fatal.
+
+    Examples
+    --------
+    >>> from meanfield.transport import SlicedFallbackWarning
+    >>> issubclass(SlicedFallbackWarning, UserWarning)
+    True
+    """
+
+
+@dataclass(frozen=True)
+class TransportInfo:
+    """How a Wasserstein value was obtained (``return_info=True``).
+
+    Attributes
+    ----------
+    value : float
+        The returned value: W_p if ``distance == "wasserstein"``, the sliced
+        distance SSW_p if ``distance == "sliced_wasserstein"``.
+    method : str
+        ``"emd"`` (exact network simplex), ``"circle"`` (exact solver on S^1) or
+        ``"sliced"`` (the sliced estimate, *not* W_p).
+    exact : bool
+        True for ``"emd"`` and ``"circle"``.
+    p : int
+        The order.
+    cost : str
+        ``"geodesic"`` or ``"chordal"`` as requested (the sliced value is always geodesic).
+    n, m : int
+        Cloud sizes as given.
+    result_code : int or None
+        POT's ``log["result_code"]`` for ``"emd"`` (1 = optimal), else None.
+    cost_matrix_bytes : int
+        Bytes of the float64 cost matrix ``8 n' m'`` for ``"emd"`` (sizes after
+        dropping negligible nodes), else 0.
+    message : str
+        Why a fallback happened, or ``""``.
+    density : DensityCloud or None
+        The converted density for :func:`wasserstein_to_density`, else None.
+    distance : str
+        What ``value`` is: ``"wasserstein"`` (W_p) or ``"sliced_wasserstein"``
+        (the spherical sliced distance of :func:`sliced_wasserstein_sphere`,
+        a different metric).
+    n_support, m_support : int
+        Points handed to the solver: for ``"emd"``, those with weight above
+        :data:`NEGLIGIBLE_WEIGHT` times the total; else ``n`` and ``m``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.transport import wasserstein
+    >>> value, info = wasserstein(np.eye(3)[:1], np.eye(3)[1:], return_info=True)
+    >>> info.method, info.distance, info.exact, info.result_code, info.cost_matrix_bytes
+    ('emd', 'wasserstein', True, 1, 16)
+    """
+
+    value: float
+    method: str
+    exact: bool
+    p: int
+    cost: str
+    n: int
+    m: int
+    result_code: int | None
+    cost_matrix_bytes: int
+    message: str = ""
+    density: DensityCloud | None = None
+    distance: str = _WASSERSTEIN
+    n_support: int = 0
+    m_support: int = 0
+
+
+def _cost(x: np.ndarray, y: np.ndarray, cost: str, p: int) -> np.ndarray:
+    """Cost matrix d(x_i, y_j)^p built in row blocks (validated inputs)."""
+    n, m = x.shape[0], y.shape[0]
+    out = np.empty((n, m))
+    rows = max(1, _BLOCK_ELEMENTS // m)
+    for i0 in range(0, n, rows):
+        xb = x[i0 : i0 + rows]
+        dist = cdist(xb, y)
+        if cost == "geodesic":
+            # θ = 2 atan2(|x - y|, |x + y|): accurate near 0 and π, unlike arccos <x, y>.
+            np.arctan2(dist, cdist(xb, -y), out=dist)
+            dist *= 2.0
+        if p == 2:
+            dist *= dist
+        out[i0 : i0 + rows] = dist
+    return out
+
+
+def cost_matrix(x, y, cost: str = "geodesic", p: int = 1) -> np.ndarray:
+    """Pairwise transport cost ``d(x_i, y_j)^p`` between two clouds on S^{d-1}.
+
+    Geodesic: ``d = arccos <x, y>``, evaluated as ``2 atan2(|x - y|, |x + y|)``,
+    which keeps full relative accuracy near 0 and π (``arccos`` of a clipped
+    inner product has errors ~1e-8 there).  Chordal: ``d = |x - y|``.
+    SPEC §9(b).
+
+    Parameters
+    ----------
+    x : array_like, shape (n, d)
+        Unit vectors.
+    y : array_like, shape (m, d)
+        Unit vectors.
+    cost : {"geodesic", "chordal"}
+        Ground distance; radians for geodesic, ambient units for chordal.
+    p : {1, 2}
+        Power.
+
+    Returns
+    -------
+    ndarray, shape (n, m)
+        float64, ``8 n m`` bytes.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.transport import cost_matrix
+    >>> e = np.eye(3)
+    >>> bool(np.isclose(cost_matrix(e[:1], e[1:2])[0, 0], np.pi / 2))
+    True
+    """
+    x = as_points(x, "x")
+    y = as_points(y, "y", x.shape[1])
+    return _cost(x, y, _as_choice(cost, "cost", _COSTS), _as_p(p))
+
+
+def _emd_wpp(x, y, a, b, cost, p, num_iter_max):
+    """Exact W_p^p by POT's network simplex; raise if it did not converge."""
+    M = _cost(x, y, cost, p)
+    with warnings.catch_warnings():
+        # POT warns on non-convergence; the result code is checked below instead.
+        warnings.simplefilter("ignore", UserWarning)
+        value, log = ot.emd2(a, b, M, numItermax=num_iter_max, log=True)
+    code = int(log["result_code"])
+    if code != 1:
+        raise RuntimeError(
+            f"ot.emd2 did not reach the optimum (result_code={code}: {log.get('warning')!r}) "
+            f"for clouds of sizes {x.shape[0]} and {y.shape[0]} with num_iter_max={num_iter_max}; "
+            "increase num_iter_max"
+        )
+    return max(float(value), 0.0), code, M.nbytes
+
+
+def _support(w: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """Weights above ``NEGLIGIBLE_WEIGHT`` × total, renormalised if any dropped weight was > 0.
+
+    Returns the kept weights and the boolean mask (None when every point is kept).
+    """
+    keep = w > NEGLIGIBLE_WEIGHT * w.sum()
+    if keep.all():
+        return w, None
+    kept = w[keep]
+    if np.any(w[~keep] > 0):
+        kept = kept / kept.sum()
+    return kept, keep
+
+
+def _too_large(n: int, m: int, n_kept: int, m_kept: int, max_exact: int) -> str:
+    dropped = (n - n_kept) + (m - m_kept)
+    sizes = f"n={n_kept}, m={m_kept}" + (
+        f" (after dropping {dropped} point(s) of negligible weight from n={n}, m={m})" if dropped else ""
+    )
+    return (
+        f"exact W_p needs n*m <= max_exact**2 = {max_exact}**2, got {sizes}: about "
+        f"{32 * n_kept * m_kept / 2**30:.2f} GiB at 32 bytes per pair"
+    )
+
+
+def wasserstein(
+    x,
+    y,
+    a=None,
+    b=None,
+    p: int = 2,
+    cost: str = "geodesic",
+    *,
+    method: str = "exact",
+    max_exact: int = DEFAULT_MAX_EXACT,
+    num_iter_max: int = _MIN_NUM_ITER,
+    fallback: str = "raise",
+    n_projections: int = DEFAULT_N_PROJECTIONS,
+    seed=0,
+    return_info: bool = False,
+):
+    """Exact Wasserstein distance W_p between two weighted clouds on S^{d-1}.
+
+    .. math::
+        W_p(μ, ν) = \\Big(\\min_{π ∈ Π(a, b)} \\sum_{ij} π_{ij}\\, d(x_i, y_j)^p\\Big)^{1/p},
+
+    with ``d`` the geodesic (radians) or chordal distance.  SPEC §9(b), §10.
+
+    Method: POT's exact network simplex ``ot.emd2`` with ``numItermax =
+    num_iter_max`` (at least 1e7) and a check of ``result_code == 1``.  For
+    ``d = 2`` and the geodesic cost the exact circle solver of
+    :func:`wasserstein_circle` is used instead, for any size.  Points whose
+    weight is at most :data:`NEGLIGIBLE_WEIGHT` (1e-15) times the total are
+    dropped before the simplex (zero-mass quadrature nodes of a concentrated
+    density, say); the kept weights are renormalised if the dropped ones
+    carried any mass.
+
+    Size limit.  The exact path needs about 32 bytes per pair (measured peak
+    memory, d = 3): the ``8 n m``-byte cost matrix plus POT's dense plan and
+    network — 0.13 GB at n = m = 2000, 0.8 GB at 5000, 1.15 GB at 6000.  It is
+    used when ``n' m' <= max_exact²`` (default 6000², i.e. 6000 points per side
+    for equal sizes; ``n', m'`` the sizes after dropping negligible points).
+    Above that it raises a ``ValueError`` that names the limit and the
+    remedies: subsample the clouds, use a coarser density quadrature, raise
+    ``max_exact`` when memory and time allow, or ask for the sliced distance
+    explicitly.  It never returns another distance in place of W_p unless
+    asked to: ``fallback="sliced"`` returns the sliced value above the limit
+    with a :class:`SlicedFallbackWarning`, and ``method="sliced"`` returns it
+    always; the info then says ``distance == "sliced_wasserstein"``.  CPU time
+    for uniform random clouds with n = m (cost matrix + simplex, one core in
+    use, shared 2-core machine): 0.2 s at 1000, 0.6-1.1 s at 2000, 5-8 s at
+    5000.
+
+    The sliced distance of :func:`sliced_wasserstein_sphere` is a different
+    metric, not an estimate of W_p: on two vMF(κ = 400) samples on S^2 whose
+    mean directions are 0.2 rad apart (2000 points each, 256 projections) it
+    is 0.256 where the exact W_2 is 0.199 (ratio 1.28).
+
+    Parameters
+    ----------
+    x : array_like, shape (n, d)
+        Unit vectors (``|x| = 1`` to 1e-8).
+    y : array_like, shape (m, d)
+        Unit vectors, same d.
+    a : array_like, shape (n,), optional
+        Non-negative weights summing to 1 (to 1e-9); uniform if None.
+    b : array_like, shape (m,), optional
+        Same for ``y``.
+    p : {1, 2}
+        Order.
+    cost : {"geodesic", "chordal"}
+        Ground distance.
+    method : {"exact", "sliced"}
+        ``"exact"`` (default): W_p.  ``"sliced"``: the spherical sliced
+        distance of :func:`sliced_wasserstein_sphere` (geodesic cost only),
+        with ``n_projections`` and ``seed``; not W_p.
+    max_exact : int, >= 1
+        The exact solver is used when ``n' m' <= max_exact**2``.
+    num_iter_max : int, >= 1e7
+        Iteration cap of the network simplex.
+    fallback : {"raise", "sliced"}
+        What the exact method does above ``max_exact``: raise (default), or
+        return the sliced distance with a :class:`SlicedFallbackWarning`
+        (geodesic cost only).
+    n_projections : int, >= 1
+        Projections of the sliced distance.
+    seed : int, SeedSequence or Generator
+        Seed of the sliced distance's projections.
+    return_info : bool
+        Also return a :class:`TransportInfo`.
+
+    Returns
+    -------
+    float
+        W_p (radians for geodesic), or the sliced distance with
+        ``method="sliced"`` or after an opted-in fallback.
+    TransportInfo
+        Only with ``return_info=True``; ``info.distance`` names the value.
+
+    Raises
+    ------
+    RuntimeError
+        If the network simplex stops before the optimum.
+    ValueError
+        On invalid input, or above ``max_exact`` with ``fallback="raise"``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.transport import wasserstein
+    >>> x = np.array([[1.0, 0.0, 0.0]])
+    >>> y = np.array([[np.cos(0.3), np.sin(0.3), 0.0]])
+    >>> round(wasserstein(x, y), 12), round(wasserstein(x, y, cost="chordal"), 12)
+    (0.3, 0.298876264947)
+    >>> value, info = wasserstein(x, y, method="sliced", return_info=True)
+    >>> info.method, info.distance, info.exact
+    ('sliced', 'sliced_wasserstein', False)
+    """
+    x, y, a, b = _as_pair(x, y, a, b)
+    p = _as_p(p)
+    cost = _as_choice(cost, "cost", _COSTS)
+    method = _as_choice(method, "method", _METHODS)
+    fallback = _as_choice(fallback, "fallback", _FALLBACKS)
+    max_exact = as_int(max_exact, "max_exact", min_value=1)
+    num_iter_max = as_int(num_iter_max, "num_iter_max", min_value=_MIN_NUM_ITER)
+    n_projections = as_int(n_projections, "n_projections", min_value=1)
+    as_rng(seed)  # validated here, used only by the sliced distance
+    n, m = x.shape[0], y.shape[0]
+    if method == "sliced":
+        _check_sliced_cost(cost, "method='sliced'")
+        value = _sliced(x, y, a, b, p, n_projections, seed)[0]
+        info = TransportInfo(value, "sliced", False, p, cost, n, m, None, 0, "", None, _SLICED, n, m)
+        return (value, info) if return_info else value
+    if x.shape[1] == 2 and cost == "geodesic":
+        wpp = float(circle_wpp_turns(_circle_turns(x)[None], _circle_turns(y)[None], a, b, p)[0])
+        value = 2.0 * np.pi * wpp ** (1.0 / p)
+        info = TransportInfo(value, "circle", True, p, cost, n, m, None, 0, n_support=n, m_support=m)
+        return (value, info) if return_info else value
+    a_kept, keep_x = _support(a)
+    b_kept, keep_y = _support(b)
+    n_kept, m_kept = a_kept.size, b_kept.size
+    if n_kept * m_kept <= max_exact**2:
+        xs = x if keep_x is None else x[keep_x]
+        ys = y if keep_y is None else y[keep_y]
+        wpp, code, nbytes = _emd_wpp(xs, ys, a_kept, b_kept, cost, p, num_iter_max)
+        value = wpp ** (1.0 / p)
+        info = TransportInfo(value, "emd", True, p, cost, n, m, code, nbytes, n_support=n_kept, m_support=m_kept)
+        return (value, info) if return_info else value
+    message = _too_large(n, m, n_kept, m_kept, max_exact)
+    if fallback == "raise":
+        raise ValueError(
+            message + ". Subsample the clouds (e.g. x[rng.choice(n, k, replace=False)]), use a coarser "
+            "quadrature for a density, raise max_exact if memory and time allow, or ask for the spherical "
+            "sliced distance explicitly with method='sliced' (a different metric, not W_p)"
+        )
+    _check_sliced_cost(cost, "fallback='sliced'")
+    warnings.warn(
+        message + f"; returning the geodesic sliced distance with {n_projections} projections, "
+        "which is not W_p (fallback='sliced')",
+        SlicedFallbackWarning,
+        stacklevel=2,
+    )
+    value = _sliced(x, y, a, b, p, n_projections, seed)[0]
+    info = TransportInfo(value, "sliced", False, p, cost, n, m, None, 0, message, None, _SLICED, n, m)
+    return (value, info) if return_info else value
+
+
+def _check_sliced_cost(cost: str, what: str) -> None:
+    if cost != "geodesic":
+        raise ValueError(f"{what} gives the geodesic sliced distance only, got cost={cost!r}")
