@@ -7,15 +7,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._serialise import json_default
 __all__ = ["Trajectory"]
 
 
-def _json_default(o):
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, np.generic):
-        return o.item()
-    return repr(o)
 
 
 @dataclass
@@ -59,7 +54,7 @@ class Trajectory:
     def save(self, path) -> str:
         """Write times, positions and JSON metadata to an ``.npz`` file; returns the file name."""
         path = str(path)
-        np.savez(path, t=self.t, x=self.x, meta=np.array(json.dumps(self.meta, default=_json_default)))
+        np.savez(path, t=self.t, x=self.x, meta=np.array(json.dumps(self.meta, default=json_default)))
         return path if path.endswith(".npz") else path + ".npz"
 
     @classmethod

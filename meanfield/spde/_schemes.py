@@ -43,8 +43,8 @@ class Problem:
 class Scheme(abc.ABC):
     """One step c_n -> c_{n+1} of an Eulerian scheme on the coefficients of ρ.
 
-    Class attributes
-    ----------------
+    Attributes
+    ----------
     name : str
         Registry key (set by :func:`register_scheme`).
     noise_maps : tuple of str

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from .._serialise import json_default
 from ..attention import attention_eigenvalues
 from ..sphere import Basis, Grid, basis
 from ._velocity import Velocity
@@ -161,7 +162,7 @@ class SPDESolution:
         path = str(path)
         meta = dict(self.meta)
         meta.update(d=self.d, lmax=self.lmax, beta=self.beta, V=None if self.V is None else self.V.tolist())
-        np.savez(path, times=self.times, coeffs=self.coeffs, meta=np.array(json.dumps(meta, default=_json_default)))
+        np.savez(path, times=self.times, coeffs=self.coeffs, meta=np.array(json.dumps(meta, default=json_default)))
         return path if path.endswith(".npz") else path + ".npz"
 
     @classmethod
@@ -172,12 +173,6 @@ class SPDESolution:
             return cls(meta["d"], meta["lmax"], f["times"], f["coeffs"], meta["beta"], meta.get("V"), meta)
 
 
-def _json_default(o):
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, np.generic):
-        return o.item()
-    return repr(o)
 
 
 def tail_fraction(b: Basis, c: np.ndarray) -> float:

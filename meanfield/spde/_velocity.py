@@ -24,7 +24,7 @@ class Velocity:
     """Attention velocity v[ρ] = P_x A(x; ρ) from ρ's coefficients.
 
     With F(x) = e^{-β}(K_β * ρ)(x) = Σ λ_l ρ_lm Y_lm(x) (scaled eigenvalues) extended to R^d
-    by F(r x) = Σ λ_l(rβ) ρ_lm Y_lm(x), the ambient gradient at |x| = 1 is
+    by F(r x) = Σ λ_l(rβ) ρ_lm Y_lm(x), the ambient gradient at ``|x| = 1`` is
     ∇_S F + x β Σ λ_l'(β) ρ_lm Y_lm, and A = V ∇_amb F / (β F). For V = I the radial
     part is removed by P_x, so only ∇_S F / (β F) is computed.
 
