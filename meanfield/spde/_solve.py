@@ -130,6 +130,7 @@ def solve_spde(
     attention_tol: float = ATTENTION_TOL,
     noise_map: str = "projected",
     d: int | None = None,
+    t0: float = 0.0,
     progress: bool = False,
 ) -> SPDESolution:
     """Solve the McKean–Vlasov SPDE of SPEC §4 on S^1 (d = 2) or S^2 (d = 3) for one noise path.
@@ -183,6 +184,10 @@ def solve_spde(
         "flow" (RotationNoise only): T(x) = exp(ΔΩ) Π(x + h v), an exact rotation.
     d : {2, 3}, optional
         Needed when ``noise`` is None; must match ``noise.d`` otherwise.
+    t0 : float, >= 0
+        Start time: ``rho0`` is the state at t0 and the steps are t0 + n·h, on the same
+        noise path. With the saved coefficients of an earlier run as ``rho0`` (any degree:
+        they are zero-padded) this restarts it, e.g. at a higher ``lmax``.
     progress : bool
         Show a tqdm progress bar.
 
@@ -230,18 +235,19 @@ def solve_spde(
     dt = as_float(dt, "dt", min_value=0.0, strict_min=True)
     tail_tol = as_float(tail_tol, "tail_tol", min_value=0.0)
     neg_tol = as_float(neg_tol, "neg_tol", min_value=0.0)
+    t_start = as_float(t0, "t0", min_value=0.0)
     t_eval = np.atleast_1d(np.asarray(t_eval, dtype=np.float64))
-    if t_eval.ndim != 1 or t_eval.size == 0 or not np.all(np.isfinite(t_eval)) or np.any(t_eval < 0) \
+    if t_eval.ndim != 1 or t_eval.size == 0 or not np.all(np.isfinite(t_eval)) or np.any(t_eval < t_start) \
             or np.any(np.diff(t_eval) < 0):
-        raise ValueError("t_eval must be a non-empty, finite, non-decreasing 1-D array of times >= 0")
-    steps = np.rint(t_eval / dt).astype(np.int64)
-    bad = np.abs(steps * dt - t_eval) > 1e-9 * np.maximum(1.0, t_eval)
+        raise ValueError(f"t_eval must be a non-empty, finite, non-decreasing 1-D array of times >= t0 = {t_start}")
+    steps = np.rint((t_eval - t_start) / dt).astype(np.int64)
+    bad = np.abs(t_start + steps * dt - t_eval) > 1e-9 * np.maximum(1.0, t_eval)
     if np.any(bad):
-        raise ValueError(f"every t_eval must be a multiple of dt = {dt}; {t_eval[bad][0]} is not")
+        raise ValueError(f"every t_eval must be t0 + a multiple of dt = {dt} (t0 = {t_start}); {t_eval[bad][0]} is not")
     n_total = int(steps[-1])
     t_final = n_total * dt
-    if noise_on and t_final > noise.t_max * (1 + 1e-12):
-        raise ValueError(f"t_eval reaches {t_final} beyond the noise path's t_max = {noise.t_max}")
+    if noise_on and t_start + t_final > noise.t_max * (1 + 1e-12):
+        raise ValueError(f"t_eval reaches {t_start + t_final} beyond the noise path's t_max = {noise.t_max}")
     if V is not None:
         V = as_matrix(V, "V", d)
     if attention:
@@ -272,7 +278,7 @@ def solve_spde(
     filt = np.exp(-36.0 * (b.ell / lmax) ** filter) if filter is not None else None
 
     meta = {
-        "solver": "solve_spde", "scheme": scheme, "d": d, "lmax": lmax, "dt": dt, "beta": beta,
+        "solver": "solve_spde", "scheme": scheme, "d": d, "lmax": lmax, "dt": dt, "t0": t_start, "beta": beta,
         "attention": attention, "noise_on": noise_on, "noise_map": noise_map, "filter": filter,
         "tail_tol": tail_tol, "neg_tol": neg_tol, "attention_tol": attention_tol,
         "V": None if V is None else V.tolist(), "rho0": rho0_desc,
@@ -292,21 +298,21 @@ def solve_spde(
 
     save_ptr = 0
     while save_ptr < steps.size and steps[save_ptr] == 0:
-        saved_t.append(0.0)
+        saved_t.append(float(t_eval[save_ptr]))
         saved_c.append(c.copy())
         save_ptr += 1
     for n in range(n_total):
-        t0, t1 = n * dt, (n + 1) * dt
+        ta, tb = t_start + n * dt, t_start + (n + 1) * dt
         rho_g = grid.synth(c)
-        monitor.check(c, rho_g, t0)
+        monitor.check(c, rho_g, ta)
         v = vel.on_grid(grid, c)[0] if attention else None
-        c = stepper.step(c, rho_g, v, t0, t1)
+        c = stepper.step(c, rho_g, v, ta, tb)
         if filt is not None:
             c = c * filt
         if bar is not None:
             bar.update(1)
         while save_ptr < steps.size and steps[save_ptr] == n + 1:
-            monitor.check(c, grid.synth(c), t1)
+            monitor.check(c, grid.synth(c), tb)
             saved_t.append(float(t_eval[save_ptr]))
             saved_c.append(c.copy())
             save_ptr += 1
