@@ -32,8 +32,8 @@ PRESETS: dict[str, dict] = {
     },
     "quick": {
         "lyapunov": {"activations": ["relu", "tanh", "erf(sw=2)", "linear"],
-                     "dims": [2, 3, 4, 5, 8, 12, 16, 20, 24, 32], "estimator": "tangent", "n_tokens": 8192,
-                     "n_steps": 32, "levels": 3, "n_replicas": 8},
+                     "dims": [2, 3, 4, 5, 8, 12, 16, 20, 24, 32], "estimator": "tangent", "n_tokens": 4096,
+                     "n_steps": 32, "levels": 3, "n_replicas": 16},
         "energy": {"d": 3, "N": 64, "T": 24.0, "dt": 2.0**-5, "save_every": 0.5, "lmax": 8,
                    "betas": [0.0, 1.0, 4.0, 10.0], "noise_only": True, "replicas": 16, "t_fit": 4.0,
                    "activation": "relu"},
