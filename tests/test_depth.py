@@ -34,7 +34,7 @@ def test_strong_error_slope_in_L():
     table = strong_table(res.frame)
     s = slope_summary(table).iloc[0]
     print(f"\nstrong slope {s['slope']:.3f} [{s['slope_ci_low']:.3f}, {s['slope_ci_high']:.3f}]")
-    assert s["verdict"] == "consistent", s
+    assert s["verdict"] in ("consistent", "inconclusive"), s  # three-way: few replicas may lack power
     assert s["slope_ci_low"] - STRONG_TOLERANCE <= -0.5 <= s["slope_ci_high"] + STRONG_TOLERANCE
     # the error decreases monotonically in the mean and is far from the O(1) of an uncoupled path
     means = table["mean"].to_numpy()

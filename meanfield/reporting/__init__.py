@@ -66,11 +66,19 @@ these verdicts.  The two-way verdict of the default
 ``SlopeFit.ci_low, ci_high``) are kept unchanged for existing results; they
 are blind to power and to unresolved points.
 
+Signed effects (a difference of means that should shrink like x^s, e.g. a width
+effect E g(m) - E g(∞)) are fitted by :func:`fit_effect_slope` with the same two
+intervals, and :func:`effect_verdict` adds one rule: **inconclusive if the effect changes
+sign** across the parameter values.  :func:`fit_linear_model` fits a model linear in its
+parameters (e.g. ``A log L / L + C / m``) by weighted least squares on group means, with
+both intervals per parameter and a χ² goodness of fit.
+
 ``meanfield.rates`` is an alias of this package kept for existing imports.
 """
 
 from __future__ import annotations
 
+from ._effects import EffectFit, ModelFit, effect_verdict, fit_effect_slope, fit_linear_model
 from ._figures import plot_rates
 from ._fits import RATE_COLUMNS, THREE_WAY_COLUMNS, SlopeFit, fit_slope, rate_table, slope_summary
 from ._tables import export_table, to_csv, to_latex, to_markdown
@@ -94,4 +102,9 @@ __all__ = [
     "to_latex",
     "export_table",
     "plot_rates",
+    "EffectFit",
+    "fit_effect_slope",
+    "effect_verdict",
+    "ModelFit",
+    "fit_linear_model",
 ]

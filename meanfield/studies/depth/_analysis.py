@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ._presets import STRONG_TOLERANCE, WIDTH_TOLERANCE
+from ._presets import POWER, STRONG_TOLERANCE, WIDTH_TOLERANCE
 
 
 
@@ -32,7 +32,35 @@ def strong_table(frame: pd.DataFrame, *, tolerance: float = STRONG_TOLERANCE, se
         raise ValueError("frame has fewer than 2 'err_L<L>' columns: not a strong-error study frame")
     long = frame.melt(id_vars=["replica"], value_vars=cols, var_name="L", value_name="strong_error")
     long["L"] = long["L"].str[5:].astype(int)
-    return rate_table(long, "L", "strong_error", theory_slope=-0.5, tolerance=tolerance, seed=seed)
+    table = rate_table(long, "L", "strong_error", theory_slope=-0.5, tolerance=tolerance, seed=seed,
+                       verdicts="three-way", power=POWER)
+    table.attrs["models"] = strong_models(frame, seed=seed)
+    return table
+
+
+def strong_models(frame: pd.DataFrame, seed=0) -> pd.DataFrame:
+    """Two-parameter least-squares fits of the pathwise error against the readings of the rate.
+
+    ``MSE = A log L / L + B`` (the bound read for the squared L² distance, i.e.
+    RMS = sqrt(log L / L + c)), ``MSE = A / L + B`` (strong order 1/2 without the log) and
+    ``RMS = A log L / L + B`` (the bound read for the RMS distance itself). Replicas are
+    shared by all L (one path per replica), so the bootstrap resamples whole replicas.
+    """
+    from meanfield.reporting import fit_linear_model
+
+    cols = sorted((c for c in frame.columns if c.startswith("err_L")), key=lambda c: int(c[5:]))
+    L = np.array([int(c[5:]) for c in cols], dtype=float)
+    rms = [frame[c].to_numpy(float) for c in cols]
+    mse = [v * v for v in rms]
+    one = np.ones_like(L)
+    fits = [
+        fit_linear_model(np.c_[np.log(L) / L, one], mse, terms=("A", "B"), name="MSE = A log L/L + B",
+                         paired=True, seed=seed),
+        fit_linear_model(np.c_[1 / L, one], mse, terms=("A", "B"), name="MSE = A/L + B", paired=True, seed=seed),
+        fit_linear_model(np.c_[np.log(L) / L, one], rms, terms=("A", "B"), name="RMS = A log L/L + B",
+                         paired=True, seed=seed),
+    ]
+    return pd.DataFrame([f.row() for f in fits])
 
 
 @dataclass
@@ -118,16 +146,17 @@ def width_tables(result, *, tolerance: float = WIDTH_TOLERANCE) -> dict:
                 "w2_token0": _w2(c.theta, gauss.theta) if m else np.nan, "w2_floor": floor,
             })
     cells_df = pd.DataFrame(rows)
+    from meanfield.reporting import effect_verdict, fit_effect_slope
+
     fits = []
     for L in grid_L:
-        sub = cells_df[(cells_df["L"] == L) & (cells_df["width"] != "inf")]
-        m = sub["width"].astype(float).to_numpy()
-        s, lo, hi = _fit_abs_slope(m, sub["delta_g"].to_numpy(), sub["delta_se"].to_numpy())
-        resolved = int(np.sum(np.abs(sub["delta_g"]) > 2 * sub["delta_se"]))
-        ok = lo - tolerance <= -1.0 <= hi + tolerance
-        fits.append({"L": L, "slope": s, "slope_ci_low": lo, "slope_ci_high": hi, "theory_slope": -1.0,
-                     "tolerance": tolerance, "widths_resolved_2se": resolved, "n_widths": m.size,
-                     "verdict": "consistent" if ok else "not consistent"})
+        ms = sorted(w for LL, w in cells if LL == L and w > 0)
+        fit = fit_effect_slope(ms, [cells[(L, m)].g for m in ms], [cells[(L, 0)].g for _ in ms])
+        v = effect_verdict(fit, -1.0, tolerance=tolerance, power=POWER)
+        fits.append({"L": L, "slope": fit.slope, "slope_ci_low": fit.ci_low, "slope_ci_high": fit.ci_high,
+                     "slope_delta_ci_low": fit.delta_ci_low, "slope_delta_ci_high": fit.delta_ci_high,
+                     "theory_slope": -1.0, "tolerance": tolerance, "widths_resolved_2se": int(sum(fit.resolved)),
+                     "n_widths": len(ms), "sign_change": fit.sign_change, "verdict": v.outcome, "reason": v.reason})
     fit_df = pd.DataFrame(fits)
     ref = cells[(L_ref, 0)]
     weak = []
@@ -136,9 +165,13 @@ def width_tables(result, *, tolerance: float = WIDTH_TOLERANCE) -> dict:
         weak.append({"L": L, "weak_error": diff.mean(), "weak_se": diff.std(ddof=1) / math.sqrt(diff.size)})
     weak_df = pd.DataFrame(weak)
     if len(weak_df) >= 2:
-        s, lo, hi = _fit_abs_slope(weak_df["L"].to_numpy(float), weak_df["weak_error"].to_numpy(),
-                                   weak_df["weak_se"].to_numpy())
-        weak_df["slope"], weak_df["slope_ci_low"], weak_df["slope_ci_high"], weak_df["theory_slope"] = s, lo, hi, -1.0
+        from meanfield.reporting import effect_verdict, fit_effect_slope
+
+        fit = fit_effect_slope([float(L) for L in grid_L], [cells[(L, 0)].g - ref.g for L in grid_L])
+        v = effect_verdict(fit, -1.0, tolerance=0.25, power=POWER)
+        weak_df["slope"], weak_df["slope_ci_low"], weak_df["slope_ci_high"] = fit.slope, fit.ci_low, fit.ci_high
+        weak_df["theory_slope"], weak_df["verdict"] = -1.0, v.outcome
+        weak_df.attrs["reason"] = v.reason
     L_max = max(grid_L)
     m_max = max(w for LL, w in cells if LL == L_max and w > 0)
     a, b = ref.g, cells[(L_max, m_max)].g
@@ -151,7 +184,120 @@ def width_tables(result, *, tolerance: float = WIDTH_TOLERANCE) -> dict:
         {"limit": "difference", "g": diff, "ci95": 1.96 * se_d},
     ])
     limits.attrs["agree"] = bool(abs(diff) <= 1.96 * se_d)
+    # a difference CI is informative only if it is small against the width effects it should resolve
+    effects = cells_df[(cells_df["width"] != "inf") & (cells_df["L"] > min(grid_L))]["delta_g"].abs()
+    limits.attrs["ci_vs_effects"] = float(1.96 * se_d / effects.max()) if len(effects) else math.nan
     return {"cells": cells_df, "width_fit": fit_df, "weak_L": weak_df, "limits": limits}
+
+
+def law_tables(result) -> dict:
+    """Tables of the two-token error-in-law study against the exact law of c_T.
+
+    Returns
+    -------
+    dict of DataFrame
+        ``law_L``: Gaussian layers, per L: weak error E c_T(L) - E c_T (exact) with SE and
+        z, W_1 to the exact law per batch and its sampling floor, W_1 excess.
+        ``law_L_fit``: slope of log|weak error| on log L (theory -1), three-way verdict on
+        every depth, and on the resolved depths only.
+        ``law_models``: two-parameter least squares of the weak error of every cell (Gaussian
+        column and width cells, L >= 2) against ``A log L / L + C / m`` and ``A / L + C / m``.
+        ``law_width``: coupled width effect Δ(L, m) = E c_T(L, m) - E c_T(L, ∞) with SE, z,
+        the SE of an uncoupled estimate at the same sample size, and the draws needed to
+        resolve Δ at 3 SE; ``law_width_fit``: per L the slope in m (theory -1) and verdict.
+        ``law_limits``: the two iterated limits on the grid.
+    """
+    from meanfield.reporting import effect_verdict, fit_effect_slope, fit_linear_model
+
+    frame = result.frame
+    arr = result.arrays
+    cells: dict = {}
+    for idx, row in frame.iterrows():
+        key = (int(row["L"]), int(row["width"]))
+        c = cells.setdefault(key, {"err": [], "diff": [], "w1": [], "floor": [], "sd": [], "diff_sd": [], "n": 0})
+        c["err"].append(arr["err_means"][idx])
+        if key[1] > 0:
+            c["diff"].append(arr["diff_means"][idx])
+            c["diff_sd"].append(row["diff_sd"])
+        c["w1"].append(row["w1"])
+        c["floor"].append(row["w1_floor"])
+        c["sd"].append(row["sd"])
+        c["n"] += int(row["n"])
+    for c in cells.values():
+        c["err"] = np.concatenate(c["err"])
+        c["diff"] = np.concatenate(c["diff"]) if c["diff"] else None
+    acc = float(frame["law_accuracy"].max())
+    trunc = float(frame["law_cdf_truncation"].max())
+    Ls = sorted(L for L, m in cells if m == 0)
+    rows = []
+    for L in Ls:
+        c = cells[(L, 0)]
+        e, se = c["err"].mean(), c["err"].std(ddof=1) / math.sqrt(c["err"].size)
+        w1, fl = np.array(c["w1"]), np.array(c["floor"])
+        rows.append({"L": L, "n_draws": c["n"], "weak_error": e, "se": se, "z": e / se,
+                     "resolved": bool(abs(e) > 2 * se), "w1": w1.mean(), "w1_floor": fl.mean(),
+                     "w1_excess": (w1 - fl).mean(),
+                     "w1_excess_se": (w1 - fl).std(ddof=1) / math.sqrt(w1.size) if w1.size > 1 else math.nan})
+    law_L = pd.DataFrame(rows)
+    law_L.attrs.update({"exact_mean": float(frame["exact_mean"].iloc[0]), "law_accuracy": acc,
+                        "law_cdf_truncation": trunc})
+    fit_rows = []
+    resolved_L = [L for L, r in zip(Ls, law_L["resolved"]) if r]
+    for label, sel in (("every depth", Ls), ("resolved depths", resolved_L)):
+        if len(set(sel)) < 2:
+            fit_rows.append({"depths": label, "L_values": str(sel), "verdict": "inconclusive",
+                             "reason": "fewer than 2 resolved depths"})
+            continue
+        fit = fit_effect_slope([float(L) for L in sel], [cells[(L, 0)]["err"] for L in sel])
+        v = effect_verdict(fit, -1.0, power=POWER)
+        fit_rows.append({"depths": label, "L_values": " ".join(map(str, sel)), "slope": fit.slope,
+                         "slope_ci_low": fit.ci_low, "slope_ci_high": fit.ci_high,
+                         "slope_delta_ci_low": fit.delta_ci_low, "slope_delta_ci_high": fit.delta_ci_high,
+                         "theory_slope": -1.0, "verdict": v.outcome, "reason": v.reason})
+    law_L_fit = pd.DataFrame(fit_rows)
+    # two-parameter models on every cell with L >= 2 (log L / L vanishes at L = 1)
+    keys = sorted(k for k in cells if k[0] >= 2)
+    Lk = np.array([k[0] for k in keys], dtype=float)
+    inv_m = np.array([0.0 if k[1] == 0 else 1.0 / k[1] for k in keys])
+    samples = [cells[k]["err"] for k in keys]
+    designs = [(np.c_[np.log(Lk) / Lk, inv_m], "A log L/L + C/m"), (np.c_[1 / Lk, inv_m], "A/L + C/m"),
+               (np.c_[1 / Lk, inv_m / Lk], "A/L + C/(L m)")]
+    law_models = pd.DataFrame([fit_linear_model(X, samples, terms=("A", "C"), name=name).row()
+                               for X, name in designs if len(keys) > 2 and np.linalg.matrix_rank(X) == 2])
+    law_models["cells"] = len(keys)
+    wrows, wfits = [], []
+    width_L = sorted({L for L, m in cells if m > 0})
+    for L in width_L:
+        ms = sorted(m for LL, m in cells if LL == L and m > 0)
+        for m in ms:
+            c = cells[(L, m)]
+            d, se = c["diff"].mean(), c["diff"].std(ddof=1) / math.sqrt(c["diff"].size)
+            sd_plain = float(np.mean(c["sd"])) * math.sqrt(2.0)  # two independent ensembles
+            wrows.append({"L": L, "width": m, "n_draws": c["n"], "delta": d, "se": se, "z": d / se,
+                          "resolved": bool(abs(d) > 2 * se), "se_uncoupled": sd_plain / math.sqrt(c["n"]),
+                          "draws_for_3se": int(math.ceil(c["n"] * (3 * se / abs(d)) ** 2)) if d else -1})
+        fit = fit_effect_slope([float(m) for m in ms], [cells[(L, m)]["diff"] for m in ms])
+        v = effect_verdict(fit, -1.0, power=POWER)
+        wfits.append({"L": L, "slope": fit.slope, "slope_ci_low": fit.ci_low, "slope_ci_high": fit.ci_high,
+                      "slope_delta_ci_low": fit.delta_ci_low, "slope_delta_ci_high": fit.delta_ci_high,
+                      "theory_slope": -1.0, "widths_resolved_2se": int(sum(fit.resolved)), "n_widths": len(ms),
+                      "sign_change": fit.sign_change, "verdict": v.outcome, "reason": v.reason})
+    law_width = pd.DataFrame(wrows)
+    law_width_fit = pd.DataFrame(wfits)
+    lim = []
+    if width_L:
+        Lw = max(width_L)
+        for m in sorted(m for LL, m in cells if LL == Lw and m > 0):
+            e = cells[(Lw, m)]["err"]
+            lim.append({"limit": f"lim_L first: e(L = {Lw}, m = {m})", "value": e.mean(),
+                        "ci95": 1.96 * e.std(ddof=1) / math.sqrt(e.size)})
+    Lmax = max(Ls)
+    e = cells[(Lmax, 0)]["err"]
+    lim.append({"limit": f"lim_m first: e(L = {Lmax}, m = ∞)", "value": e.mean(),
+                "ci95": 1.96 * e.std(ddof=1) / math.sqrt(e.size)})
+    law_limits = pd.DataFrame(lim)
+    return {"law_L": law_L, "law_L_fit": law_L_fit, "law_models": law_models, "law_width": law_width,
+            "law_width_fit": law_width_fit, "law_limits": law_limits}
 
 
 @dataclass
@@ -180,6 +326,8 @@ class DepthStudyResult:
     width: dict
     seconds: dict = field(default_factory=dict)
     preset: str | None = None
+    law_result: object = None
+    law: dict | None = None
 
 
 
@@ -188,6 +336,7 @@ def analyse(results: dict, cfg: dict, *, seconds: dict | None = None, preset: st
 
     A missing part leaves its fields None.
     """
-    strong, width = results.get("strong"), results.get("width")
+    strong, width, law = results.get("strong"), results.get("width"), results.get("law")
     return DepthStudyResult(cfg, strong, width, None if strong is None else strong_table(strong.frame),
-                            None if width is None else width_tables(width), dict(seconds or {}), preset)
+                            None if width is None else width_tables(width), dict(seconds or {}), preset,
+                            law, None if law is None else law_tables(law))

@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from ._presets import _check_strong, _check_width
+from ._presets import _check_law, _check_strong, _check_width
 
 _X0_SEED = 20240601  # the fixed cloud of the width study
 
@@ -116,6 +116,49 @@ def width_law_task(params: dict, seed: np.random.SeedSequence) -> dict:
     return out
 
 
+def _law_tokens(params: dict) -> tuple[np.ndarray, np.ndarray]:
+    d, c0 = int(params["d"]), float(params["c0"])
+    x0, y0 = np.zeros(d), np.zeros(d)
+    x0[0] = 1.0
+    y0[0], y0[1] = c0, np.sqrt(1.0 - c0 * c0)
+    return x0, y0
+
+
+def two_point_task(params: dict, seed: np.random.SeedSequence) -> dict:
+    """One batch of the error-in-law study on two tokens against the exact law of c_T.
+
+    ``width == 0``: ``n`` Gaussian-layer transformers of depth L; ``err_means`` are the
+    means of c_T - E c_T (exact, :func:`two_point_law`) over ``n_sub`` equal sub-batches
+    (iid replicas of the weak error), ``w1`` is W_1 between the batch's c_T and the exact
+    law and ``w1_floor`` W_1 between ``n`` exact draws and the exact law (the sampling floor).
+    ``width > 0``: ``n`` width-m transformers, each coupled to a Gaussian-layer one driven by
+    the same normals; ``diff_means`` are sub-batch means of c_T(m) - c_T(∞) (the width
+    effect), ``err_means`` of c_T(m) - E c_T.
+    """
+    from ._two_point import two_point_law, two_token_transformer, w1_to_law
+
+    law = two_point_law(params["activation"], sigma_w=float(params["sigma_w"]), d=int(params["d"]),
+                        beta=float(params["beta"]), c0=float(params["c0"]), T=float(params["T"]))
+    x0, y0 = _law_tokens(params)
+    n, k = int(params["n"]), int(params["n_sub"])
+    m = int(params["width"])
+    s_run, s_floor = seed.spawn(2)
+    t = time.perf_counter()
+    out = two_token_transformer(x0, y0, L=int(params["L"]), width=m, n=n, T=float(params["T"]),
+                                beta=float(params["beta"]), activation=params["activation"],
+                                sigma_w=float(params["sigma_w"]), seed=s_run, coupled=m > 0)
+    c = out["c"]
+    res = {"err_means": (c - law.mean).reshape(k, -1).mean(axis=1), "w1": w1_to_law(c, law),
+           "w1_floor": w1_to_law(law.sample(n, np.random.default_rng(s_floor)), law),
+           "exact_mean": law.mean, "law_accuracy": law.accuracy, "law_cdf_truncation": law.cdf_truncation}
+    if m > 0:
+        res["diff_means"] = (c - out["c_gauss"]).reshape(k, -1).mean(axis=1)
+        res["diff_sd"] = float(np.std(c - out["c_gauss"], ddof=1))
+    res["sd"] = float(np.std(c, ddof=1))
+    res["seconds"] = time.perf_counter() - t
+    return res
+
+
 # --------------------------------------------------------------------------------------
 # studies
 # --------------------------------------------------------------------------------------
@@ -149,13 +192,31 @@ def make_width_study(config: dict, root_seed: int = 0):
                  seed_by=())
 
 
-def build(cfg: dict, root_seed: int = 0, parts=None) -> dict:
-    """The runner studies of a resolved configuration: ``{"strong": Study, "width": Study}``.
+def make_law_study(config: dict, root_seed: int = 0):
+    """The :class:`~meanfield.runner.Study` of the error in law on two tokens: the Gaussian column
+    (every L of ``L_values``) and the coupled width cells (``width_L`` × ``widths``)."""
+    from meanfield.runner import Study
 
-    ``parts`` selects some of them (default both).
+    c = dict(config)
+    _check_law(c)
+    Ls, ws, wL, batches = c.pop("L_values"), c.pop("widths"), c.pop("width_L"), int(c.pop("batches"))
+    n_width = int(c.pop("n_width"))
+    grid = [{"L": int(L), "width": 0, "n": int(c["n"])} for L in Ls]
+    grid += [{"L": int(L), "width": int(m), "n": n_width} for L in wL for m in ws]
+    c.pop("n")
+    return Study("depth-law", two_point_task, grid=grid, replicas=batches, root_seed=root_seed, fixed=c)
+
+
+PARTS = ("strong", "width", "law")
+
+
+def build(cfg: dict, root_seed: int = 0, parts=None) -> dict:
+    """The runner studies of a resolved configuration: ``{"strong", "width", "law"}`` -> Study.
+
+    ``parts`` selects some of them (default all those present in ``cfg``).
     """
-    parts = ("strong", "width") if parts is None else tuple(parts)
-    if not parts or set(parts) - {"strong", "width"}:
-        raise ValueError(f"parts must be a non-empty subset of ('strong', 'width'), got {parts}")
-    makers = {"strong": make_strong_study, "width": make_width_study}
-    return {p: makers[p](cfg[p], root_seed) for p in ("strong", "width") if p in parts}
+    parts = tuple(p for p in PARTS if p in cfg) if parts is None else tuple(parts)
+    if not parts or set(parts) - set(PARTS):
+        raise ValueError(f"parts must be a non-empty subset of {PARTS}, got {parts}")
+    makers = {"strong": make_strong_study, "width": make_width_study, "law": make_law_study}
+    return {p: makers[p](cfg[p], root_seed) for p in PARTS if p in parts}

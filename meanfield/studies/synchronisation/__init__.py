@@ -1,12 +1,17 @@
-"""Synchronisation by common noise and attention (SPEC §5.4, §9; Thm 1.4, Prop. 1.5).
+"""Synchronisation by common noise and attention (Agazzi, Bruno, Mosig García, Saviozzi, Romito,
+"Stochastic Scaling Limits and Synchronization by Noise in Deep Transformer Models",
+arXiv 2604.26898: Thm 1.4, Prop. 1.5).
 
 Three measurements:
 
 1. **Lyapunov table** (activations × d). For each activation kernel κ and dimension d:
-   the closed form λ_1 = ½ [(d-3) κ'(1) - (d-1) κ(1)] (SPEC §5.4), the Monte Carlo
-   estimate of :func:`lyapunov_estimate` (two nearby tokens with
-   renormalisation; NoisePath + Richardson in dt for d <= 3, finite-width random-feature
-   noise for d >= 4) with its SE over noise replicas, and "synchronises?" from both.
+   the closed form λ_1 = ½ [(d-3) κ'(1) - (d-1) κ(1)], the Monte Carlo estimate of
+   :func:`tangent_lyapunov` (the tangent flow of one token driven by exact Gaussian
+   increments of the field and its derivative, Richardson in dt; any d — the default) or
+   of :func:`lyapunov_estimate` (two nearby tokens with renormalisation; NoisePath +
+   Richardson in dt for d <= 3, finite-width random-feature noise with an O(dt) bias for
+   d >= 4) with its SE over replicas, "synchronises?" from both, and a χ² test of the
+   whole table (``table.attrs``: ``chi2``, ``dof``, ``p_value``).
    The simulated verdict is "yes" if mean + 2 SE < 0, "no" if mean - 2 SE > 0, and
    "unresolved" otherwise.
 
@@ -48,11 +53,12 @@ from ._analysis import (
     analyse,
     energy_rates,
     fit_decay_rate,
+    lyapunov_chi2,
     lyapunov_table,
     noise_lambda1,
     spde_table,
 )
-from ._lyapunov import LyapunovEstimate, lyapunov_estimate
+from ._lyapunov import LyapunovEstimate, lyapunov_estimate, tangent_lyapunov
 from ._presets import ACTIVATIONS, CLUSTER_TOL, ENERGY_FLOOR, PRESETS, config
 from ._report import console_summary, resolved_config, summary_markdown, write_outputs
 from ._tasks import (
@@ -96,6 +102,8 @@ __all__ = [
     "resolved_config",
     "LyapunovEstimate",
     "lyapunov_estimate",
+    "tangent_lyapunov",
+    "lyapunov_chi2",
     "lyapunov_task",
     "lyapunov_step",
     "energy_task",

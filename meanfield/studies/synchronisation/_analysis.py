@@ -54,7 +54,28 @@ def lyapunov_table(frame: pd.DataFrame) -> pd.DataFrame:
             "sync_closed": "yes" if r["closed_form"] < 0 else "no", "sync_sim": sim,
             "agree_3se": bool(abs(r["z"]) <= 3), "noise": r["noise"], "dt": r["dt"] if "dt" in r else math.nan,
         })
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    table.attrs.update(lyapunov_chi2(table))
+    return table
+
+
+def lyapunov_chi2(table: pd.DataFrame) -> dict:
+    """χ² test of the whole Lyapunov table against the closed form: Σ z² over the cells.
+
+    Under the null (every estimate unbiased, Gaussian with the stated SE, cells independent)
+    Σ z² is χ² with one degree of freedom per cell.
+
+    Returns
+    -------
+    dict
+        ``chi2``, ``dof``, ``p_value``, ``max_abs_z``, ``n_outside_3se``.
+    """
+    from scipy import stats
+
+    z = table["z"].to_numpy(dtype=float)
+    chi2 = float(np.sum(z * z))
+    return {"chi2": chi2, "dof": int(z.size), "p_value": float(stats.chi2.sf(chi2, z.size)),
+            "max_abs_z": float(np.max(np.abs(z))), "n_outside_3se": int(np.sum(np.abs(z) > 3))}
 
 
 def fit_decay_rate(t, energies, *, t_fit: float = 0.0, floor: float = ENERGY_FLOOR, n_boot: int = 2000,

@@ -14,20 +14,26 @@ ACTIVATIONS: dict[str, tuple[str, float]] = {
     "linear": ("linear", 1.0),
 }
 
+#: Estimators of the Lyapunov table: ``"tangent"`` (:func:`tangent_lyapunov`, the tangent flow of one
+#: token, exact Gaussian increments, Richardson in dt; any d) and ``"pairs"``
+#: (:func:`lyapunov_estimate`, pairs of nearby tokens moved by a noise source; O(dt) bias for d >= 4).
+LYAPUNOV_ESTIMATORS = ("tangent", "pairs")
+
 #: Presets of :func:`run` (``test``, ``quick``, ``full``): per part
 #: (``lyapunov``, ``energy``, ``spde``) the parameters of its study; see :func:`config`.
 PRESETS: dict[str, dict] = {
     "test": {
-        "lyapunov": {"activations": ["relu", "erf(sw=2)"], "dims": [3, 8], "t_total": 2.0, "dt": 2.0**-5,
-                     "n_replicas": 6, "n_pairs": 32, "lmax": 8, "width": 256},
+        "lyapunov": {"activations": ["relu", "erf(sw=2)"], "dims": [3, 8], "estimator": "tangent",
+                     "n_tokens": 1024, "n_steps": 16, "levels": 3, "n_replicas": 6},
         "energy": {"d": 3, "N": 32, "T": 12.0, "dt": 2.0**-5, "save_every": 0.5, "lmax": 8, "betas": [0.0, 4.0],
                    "noise_only": True, "replicas": 8, "t_fit": 3.0, "activation": "relu"},
         "spde": {"d": 3, "beta": 1.0, "lmax": 32, "noise_lmax": 8, "dt": 2.0**-5, "T": 0.5, "save_every": 0.125,
                  "N": 1024, "kappa0": 2.0, "activation": "relu", "replicas": 1},
     },
     "quick": {
-        "lyapunov": {"activations": ["relu", "tanh", "erf(sw=2)", "linear"], "dims": [2, 3, 5, 8, 16, 20],
-                     "t_total": 4.0, "dt": 2.0**-5, "n_replicas": 8, "n_pairs": 16, "lmax": 8, "width": 256},
+        "lyapunov": {"activations": ["relu", "tanh", "erf(sw=2)", "linear"],
+                     "dims": [2, 3, 4, 5, 8, 12, 16, 20, 24, 32], "estimator": "tangent", "n_tokens": 4096,
+                     "n_steps": 32, "levels": 3, "n_replicas": 16},
         "energy": {"d": 3, "N": 64, "T": 24.0, "dt": 2.0**-5, "save_every": 0.5, "lmax": 8,
                    "betas": [0.0, 1.0, 4.0, 10.0], "noise_only": True, "replicas": 16, "t_fit": 4.0,
                    "activation": "relu"},
@@ -35,8 +41,9 @@ PRESETS: dict[str, dict] = {
                  "N": 4096, "kappa0": 2.0, "activation": "relu", "replicas": 2},
     },
     "full": {
-        "lyapunov": {"activations": ["relu", "tanh", "erf(sw=2)", "linear"], "dims": [2, 3, 5, 8, 12, 14, 16, 20],
-                     "t_total": 8.0, "dt": 2.0**-6, "n_replicas": 16, "n_pairs": 64, "lmax": 12, "width": 512},
+        "lyapunov": {"activations": ["relu", "tanh", "erf(sw=2)", "linear"],
+                     "dims": [2, 3, 4, 5, 6, 8, 12, 14, 16, 20, 24, 32], "estimator": "tangent", "n_tokens": 32768,
+                     "n_steps": 32, "levels": 3, "n_replicas": 16},
         "energy": {"d": 3, "N": 128, "T": 32.0, "dt": 2.0**-6, "save_every": 0.5, "lmax": 12,
                    "betas": [0.0, 1.0, 2.0, 4.0, 10.0], "noise_only": True, "replicas": 48, "t_fit": 4.0,
                    "activation": "relu"},
@@ -76,9 +83,17 @@ def _check_lyapunov(c: dict) -> None:
     dims = [as_int(d, "dims[]", min_value=2) for d in c["dims"]]
     if not dims:
         raise ValueError("dims is empty")
+    estimator = c.get("estimator", "pairs")
+    if estimator not in LYAPUNOV_ESTIMATORS:
+        raise ValueError(f"estimator must be one of {LYAPUNOV_ESTIMATORS}, got {estimator!r}")
+    as_int(c["n_replicas"], "n_replicas", min_value=2)
+    if estimator == "tangent":
+        as_int(c["n_tokens"], "n_tokens", min_value=1)
+        as_int(c["n_steps"], "n_steps", min_value=1)
+        as_int(c.get("levels", 3), "levels", min_value=1, max_value=4)
+        return
     as_float(c["t_total"], "t_total", min_value=0.0, strict_min=True)
     as_float(c["dt"], "dt", min_value=0.0, strict_min=True, max_value=0.5)
-    as_int(c["n_replicas"], "n_replicas", min_value=2)
     as_int(c["n_pairs"], "n_pairs", min_value=1)
 
 

@@ -38,32 +38,43 @@ def lyapunov_step(dt: float, d: int) -> float:
 def lyapunov_task(params: dict, seed: np.random.SeedSequence) -> dict:
     """One cell (activation, d) of the Lyapunov table.
 
+    ``params["estimator"]``: ``"tangent"`` (:func:`tangent_lyapunov`: the tangent flow of one
+    token with exact Gaussian increments and Richardson in dt, any d) or ``"pairs"`` (the
+    default of older configurations, :func:`lyapunov_estimate`: pairs of tokens on a NoisePath
+    for d <= 3, on random-feature noise for d >= 4).
+
     Returns
     -------
     dict
-        ``closed_form`` (of the kernel the noise carries: truncated for d <= 3),
-        ``closed_form_full`` (untruncated κ), ``kept_fraction``, ``estimate``, ``se``,
-        ``z`` ((estimate - closed) / se), ``richardson``, ``noise``, ``seconds``.
+        ``closed_form`` (of the kernel the noise carries: truncated for the NoisePath of
+        ``"pairs"`` at d <= 3), ``closed_form_full`` (untruncated κ), ``kept_fraction``,
+        ``estimate``, ``se``, ``z`` ((estimate - closed) / se), ``richardson``, ``noise``,
+        ``dt`` (coarsest step), ``seconds``.
     """
     from meanfield.kernels import ActivationKernel, lyapunov_exponent
-    from ._lyapunov import lyapunov_estimate
+    from ._lyapunov import lyapunov_estimate, tangent_lyapunov
 
     act, sw = ACTIVATIONS[params["activation"]]
     kern = ActivationKernel(act, sigma_w=sw)
     d = int(params["d"])
-    dt = lyapunov_step(float(params["dt"]), d)
     t = time.perf_counter()
-    est = lyapunov_estimate(kern, d, dt=dt, t_total=float(params["t_total"]), chunk=1.0
-                            if params["t_total"] >= 1 else float(params["t_total"]),
-                            n_replicas=int(params["n_replicas"]), n_pairs=int(params["n_pairs"]),
-                            lmax=int(params["lmax"]), width=int(params["width"]), seed=seed)
+    if params.get("estimator", "pairs") == "tangent":
+        est = tangent_lyapunov(kern, d, levels=int(params.get("levels", 3)), n_tokens=int(params["n_tokens"]),
+                               n_steps=int(params["n_steps"]), n_replicas=int(params["n_replicas"]), seed=seed)
+        dt, noise = est.dts[0], f"tangent flow, {len(est.dts)} step sizes"
+    else:
+        dt = lyapunov_step(float(params["dt"]), d)
+        est = lyapunov_estimate(kern, d, dt=dt, t_total=float(params["t_total"]), chunk=1.0
+                                if params["t_total"] >= 1 else float(params["t_total"]),
+                                n_replicas=int(params["n_replicas"]), n_pairs=int(params["n_pairs"]),
+                                lmax=int(params["lmax"]), width=int(params["width"]), seed=seed)
+        noise = "NoisePath" if d <= 3 else f"RandomFeature(m={int(params['width'])})"
     full = lyapunov_exponent(kern, d)
     return {
         "closed_form": est.closed_form, "closed_form_full": full,
         "kept_fraction": (est.closed_form / full) if full != 0 else 1.0,
         "estimate": est.mean, "se": est.se, "z": est.z_score, "richardson": est.richardson,
-        "noise": "NoisePath" if d <= 3 else f"RandomFeature(m={int(params['width'])})", "dt": dt,
-        "seconds": time.perf_counter() - t,
+        "noise": noise, "dt": dt, "seconds": time.perf_counter() - t,
     }
 
 
