@@ -31,7 +31,8 @@ class RandomFeatureNoise(NoiseSource):
     d : int, >= 2
     width : int, >= 1
     seed : int, SeedSequence or Generator
-    t_max : float
+    t_max : float, > 0
+        Horizon; ``math.inf`` (default) for none. NaN, 0 and negative values raise.
 
     Examples
     --------
@@ -52,7 +53,11 @@ class RandomFeatureNoise(NoiseSource):
         self.kernel = self.source_kernel = kernel
         self.kappa1 = kernel.kappa1
         self.kept_fraction = 1.0
-        self.t_max = float(t_max)
+        if isinstance(t_max, (int, float, np.integer, np.floating)) and not isinstance(t_max, bool) \
+                and math.isinf(t_max) and t_max > 0:
+            self.t_max = math.inf  # no horizon: every step draws fresh weights
+        else:
+            self.t_max = as_float(t_max, "t_max", min_value=0.0, strict_min=True)
         self._key = _key_from_seed(seed)
 
     def __repr__(self) -> str:

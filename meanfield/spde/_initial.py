@@ -8,11 +8,18 @@ import math
 import numpy as np
 from scipy import special
 
-from .._validate import as_float, as_int, as_rng
+from .._validate import as_float, as_int, as_real_array, as_rng
 from ..attention import attention_eigenvalues
-from ..sphere import basis, sphere_area
+from ..sphere import basis, harmonic_dimension, sphere_area
 
-__all__ = ["InitialCondition", "Uniform", "VonMisesFisher", "Mixture", "initial_condition_from_dict"]
+__all__ = ["InitialCondition", "Uniform", "VonMisesFisher", "Mixture", "initial_condition_from_dict",
+           "check_resolved"]
+
+#: Default relative L² accuracy asked of the truncated initial density (:meth:`InitialCondition.required_degree`).
+RESOLUTION_TOL = 1e-6
+
+#: Largest degree :meth:`InitialCondition.required_degree` searches.
+_REQUIRED_DEGREE_CAP = 4096
 
 
 class InitialCondition(abc.ABC):
@@ -42,10 +49,49 @@ class InitialCondition(abc.ABC):
         """Exact harmonic coefficients of ρ0 up to degree lmax."""
 
     def _check_x(self, x) -> np.ndarray:
-        x = np.asarray(x, dtype=np.float64)
+        x = as_real_array(x, "x", finite=False)
         if x.ndim != 2 or x.shape[1] != self.d:
             raise ValueError(f"x must have shape (N, {self.d}), got {x.shape}")
         return x
+
+    def degree_energies(self, lmax: int) -> np.ndarray:
+        """Energy ``E_l = Σ_m |ρ_lm|²`` of every degree l <= lmax (``Σ_l E_l = ∫ ρ²`` as lmax -> ∞)."""
+        lmax = as_int(lmax, "lmax", min_value=0)
+        b = basis(self.d, lmax)
+        return np.bincount(b.ell, weights=b.energy(self.coefficients(lmax)), minlength=lmax + 1)
+
+    def required_degree(self, tol: float = RESOLUTION_TOL) -> int:
+        """Smallest degree L at which the truncation ρ_L of ρ0 is accurate to ``tol`` in relative L² norm.
+
+        ``||ρ - ρ_L|| <= tol ||ρ||``, i.e. ``Σ_{l>L} E_l <= tol² Σ_l E_l``. The generic
+        version doubles the degree until the energies have decayed (up to 4096); subclasses
+        with closed-form energies override :meth:`degree_energies`.
+
+        Raises
+        ------
+        ValueError
+            ``tol`` is not in (0, 1), or ρ0 is not resolved below degree 4096.
+
+        Examples
+        --------
+        >>> VonMisesFisher([0, 0, 1], 500.0).required_degree(1e-6)
+        117
+        """
+        tol = as_float(tol, "tol", min_value=0.0, max_value=1.0, strict_min=True)
+        L = 16
+        while True:
+            e = self.degree_energies(L)
+            tail = np.cumsum(e[::-1])[::-1]  # tail[l] = Σ_{l' >= l} E_l'
+            total = tail[0]
+            if not np.isfinite(total) or total <= 0:
+                raise ValueError(f"{self!r} has energies that are not finite and positive")
+            ok = np.nonzero(tail[1:] <= tol**2 * total)[0]
+            # trust the estimate only when the top quarter of the computed degrees is already below tol
+            if ok.size and ok[0] + 1 <= (3 * L) // 4:
+                return int(ok[0])
+            if L >= _REQUIRED_DEGREE_CAP:
+                raise ValueError(f"{self!r} is not resolved to tol = {tol:g} below degree {_REQUIRED_DEGREE_CAP}")
+            L = min(2 * L, _REQUIRED_DEGREE_CAP)
 
 
 class Uniform(InitialCondition):
@@ -85,6 +131,11 @@ class Uniform(InitialCondition):
         out = basis(self.d, lmax).zeros()
         out[0] = 1.0 / math.sqrt(sphere_area(self.d))
         return out
+
+    def required_degree(self, tol: float = RESOLUTION_TOL) -> int:
+        """0: the uniform density is its degree-0 coefficient."""
+        as_float(tol, "tol", min_value=0.0, max_value=1.0, strict_min=True)
+        return 0
 
     def to_dict(self) -> dict:
         """Plain-dict description (for metadata and :func:`initial_condition_from_dict`)."""
@@ -170,6 +221,13 @@ class VonMisesFisher(InitialCondition):
         b = basis(self.d, lmax)
         return c * lam[b.ell] * b.dirac(self.mu[None])[0]
 
+    def degree_energies(self, lmax: int) -> np.ndarray:
+        """Closed form ``E_l = C_d(κ)² λ_l(κ)² Z_l(1)`` (addition theorem: ``Σ_m |Y_lm(μ)|² = Z_l(1)``)."""
+        lmax = as_int(lmax, "lmax", min_value=0)
+        c = math.exp(self._log_scaled_const)
+        lam = attention_eigenvalues(self.d, self.kappa, lmax)
+        return (c * lam) ** 2 * harmonic_dimension(self.d, lmax) / sphere_area(self.d)
+
     def to_dict(self) -> dict:
         """Plain-dict description (for metadata and :func:`initial_condition_from_dict`)."""
         return {"kind": "vmf", "mu": self.mu.tolist(), "kappa": self.kappa}
@@ -226,25 +284,95 @@ class Mixture(InitialCondition):
         """Exact coefficients Σ_k w_k (ρ_k)_lm up to degree lmax."""
         return sum(w * c.coefficients(lmax) for w, c in zip(self.weights, self.components))
 
+    def required_degree(self, tol: float = RESOLUTION_TOL) -> int:
+        """Largest required degree of the components with non-zero weight.
+
+        Each component k is then truncated to ``tol ||ρ_k||``, so the mixture to
+        ``tol Σ_k w_k ||ρ_k||``.
+        """
+        tol = as_float(tol, "tol", min_value=0.0, max_value=1.0, strict_min=True)
+        return max(c.required_degree(tol) for w, c in zip(self.weights, self.components) if w > 0)
+
     def to_dict(self) -> dict:
         """Plain-dict description (for metadata and :func:`initial_condition_from_dict`)."""
         return {"kind": "mixture", "weights": self.weights.tolist(), "components": [c.to_dict() for c in self.components]}
 
 
+_DICT_KEYS = {
+    "uniform": ({"kind"}, {"d"}),
+    "vmf": ({"kind", "kappa"}, {"mu"}),
+    "mixture": ({"kind", "components"}, {"weights"}),
+}
+
+
 def initial_condition_from_dict(spec: dict, d: int) -> InitialCondition:
     """Build an initial condition from a plain dict (used by the CLI / TOML configs).
 
-    ``{"kind": "uniform"}``, ``{"kind": "vmf", "mu": [...], "kappa": k}``,
-    ``{"kind": "mixture", "weights": [...], "components": [dict, ...]}``.
+    ``{"kind": "uniform"}``, ``{"kind": "vmf", "mu": [...], "kappa": k}`` (``kappa`` is
+    required, ``mu`` defaults to the last axis), ``{"kind": "mixture", "weights": [...],
+    "components": [dict, ...]}`` (``weights`` default to equal). Missing required keys and
+    unknown keys raise, naming them.
+
+    Examples
+    --------
+    >>> initial_condition_from_dict({"kind": "vmf", "kappa": 2.0}, 3)
+    VonMisesFisher(mu=[0.0, 0.0, 1.0], kappa=2.0)
     """
-    kind = str(spec.get("kind", "")).lower()
+    d = as_int(d, "d", min_value=2)
+    if not isinstance(spec, dict):
+        raise TypeError(f"an initial condition spec must be a dict, got {type(spec).__name__}")
+    if "kind" not in spec:
+        raise ValueError(f"initial condition spec {spec!r} has no 'kind'; use 'uniform', 'vmf' or 'mixture'")
+    if not isinstance(spec["kind"], str):
+        raise TypeError(f"initial condition 'kind' must be a string, got {spec['kind']!r}")
+    kind = spec["kind"].lower()
+    if kind not in _DICT_KEYS:
+        raise ValueError(f"unknown initial condition kind {spec['kind']!r}; use 'uniform', 'vmf' or 'mixture'")
+    required, optional = _DICT_KEYS[kind]
+    missing = sorted(required - spec.keys())
+    if missing:
+        raise ValueError(f"a {kind!r} initial condition needs the key(s) {', '.join(map(repr, missing))}; got "
+                         f"{spec!r}")
+    unknown = sorted(set(map(str, spec.keys())) - required - optional)
+    if unknown:
+        allowed = ", ".join(map(repr, sorted(required | optional)))
+        raise ValueError(f"unknown key(s) {', '.join(map(repr, unknown))} in a {kind!r} initial condition; "
+                         f"allowed: {allowed}")
     if kind == "uniform":
+        if "d" in spec and as_int(spec["d"], "uniform initial condition 'd'", min_value=2) != d:
+            raise ValueError(f"the uniform initial condition has d = {spec['d']} but the solver runs with d = {d}")
         return Uniform(d)
     if kind == "vmf":
         mu = spec.get("mu", [0.0] * (d - 1) + [1.0])
-        if len(mu) != d:
-            raise ValueError(f"vmf mu must have length d = {d}, got {mu}")
-        return VonMisesFisher(mu, spec.get("kappa", 1.0))
-    if kind == "mixture":
-        return Mixture([initial_condition_from_dict(c, d) for c in spec["components"]], spec.get("weights"))
-    raise ValueError(f"unknown initial condition kind {kind!r}; use 'uniform', 'vmf' or 'mixture'")
+        mu = as_real_array(mu, "vmf 'mu'")
+        if mu.shape != (d,):
+            raise ValueError(f"vmf 'mu' must have length d = {d}, got {spec.get('mu')!r}")
+        return VonMisesFisher(mu, as_float(spec["kappa"], "vmf 'kappa'", min_value=0.0))
+    comps = spec["components"]
+    if not isinstance(comps, (list, tuple)) or not comps:
+        raise ValueError(f"mixture 'components' must be a non-empty list of dicts, got {comps!r}")
+    return Mixture([initial_condition_from_dict(c, d) for c in comps], spec.get("weights"))
+
+
+def check_resolved(rho0: InitialCondition, lmax: int, tol: float = RESOLUTION_TOL) -> int:
+    """Raise if ``lmax`` is below ``rho0.required_degree(tol)``; returns that degree.
+
+    Use it before judging the mass or sign of a truncated ρ0: an under-resolved density
+    (a sharp von Mises–Fisher at a low degree) has a truncation with negative values, and
+    the real remedy is a larger lmax.
+
+    Examples
+    --------
+    >>> check_resolved(VonMisesFisher([0, 0, 1], 2.0), 32)
+    9
+    >>> check_resolved(VonMisesFisher([0, 0, 1], 500.0), 16)
+    Traceback (most recent call last):
+    ...
+    ValueError: rho0 = VonMisesFisher(mu=[0.0, 0.0, 1.0], kappa=500.0) is under-resolved at lmax = 16: its harmonic coefficients fall below tol = 1e-06 (relative L2 error) only from degree 117; use lmax >= 117
+    """
+    lmax = as_int(lmax, "lmax", min_value=0)
+    need = rho0.required_degree(tol)
+    if lmax < need:
+        raise ValueError(f"rho0 = {rho0!r} is under-resolved at lmax = {lmax}: its harmonic coefficients fall below "
+                         f"tol = {tol:g} (relative L2 error) only from degree {need}; use lmax >= {need}")
+    return need
