@@ -24,7 +24,7 @@ from typing import Callable
 import numpy as np
 from scipy import integrate, special
 
-from ._validate import as_float, as_int, check_cost
+from ._validate import as_float, as_int, as_real_array, check_cost
 from .harmonics import harmonic_dimension, sphere_area, zonal, zonal_derivative
 from .sphere._zonal import legendre_recurrence
 
@@ -492,7 +492,7 @@ class SpectralKernel(Kernel):
 
     def __init__(self, d: int, a):
         self.d = as_int(d, "d", min_value=2)
-        a = np.asarray(a, dtype=np.float64)
+        a = as_real_array(a, "a", finite=False)
         if a.ndim != 1 or a.size < 1:
             raise ValueError(f"a must be a non-empty 1-D array of coefficients, got shape {a.shape}")
         if not np.all(np.isfinite(a)) or np.any(a < 0):

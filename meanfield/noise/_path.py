@@ -8,7 +8,7 @@ from .. import _validate
 from .._validate import as_int, check_cost
 from ..kernels import Kernel, SpectralKernel, funk_hecke_cost
 from ..sphere import basis, harmonic_dimension, supported_dimensions
-from ._base import NoiseField, NoiseSource
+from ._base import NoiseField, NoiseSource, field_points
 from ._tree import BrownianTree, tree_cost
 
 __all__ = ["NoisePath", "FieldIncrement", "noise_path_cost"]
@@ -197,9 +197,7 @@ class NoisePath(NoiseSource):
 
     def evaluate(self, x, coeffs: np.ndarray) -> np.ndarray:
         """Σ_lm c_{a,lm} Y_lm(x) for each component a: points (N, d) -> values (N, d)."""
-        x = np.asarray(x, dtype=np.float64)
-        if x.ndim != 2 or x.shape[1] != self.d:
-            raise ValueError(f"x must have shape (N, {self.d}), got {x.shape}")
+        x = field_points(x, self.d)
         n = x.shape[0]
         b = self.basis
         out = np.empty((n, self.d))

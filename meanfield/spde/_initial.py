@@ -166,7 +166,7 @@ class VonMisesFisher(InitialCondition):
     """
 
     def __init__(self, mu, kappa: float):
-        mu = np.asarray(mu, dtype=np.float64).ravel()
+        mu = as_real_array(mu, "mu", finite=False).ravel()
         if mu.size not in (2, 3) or not np.all(np.isfinite(mu)) or np.linalg.norm(mu) == 0:
             raise ValueError(f"mu must be a finite non-zero vector of length 2 or 3, got {mu}")
         self.mu = mu / np.linalg.norm(mu)
@@ -256,7 +256,7 @@ class Mixture(InitialCondition):
         if len(ds) != 1:
             raise ValueError(f"all mixture components must live on the same sphere, got d = {sorted(ds)}")
         self.d = ds.pop()
-        w = np.full(len(comps), 1.0 / len(comps)) if weights is None else np.asarray(weights, dtype=np.float64)
+        w = np.full(len(comps), 1.0 / len(comps)) if weights is None else as_real_array(weights, "weights", finite=False)
         if w.shape != (len(comps),) or not np.all(np.isfinite(w)) or np.any(w < 0):
             raise ValueError(f"weights must be {len(comps)} finite non-negative numbers, got {weights}")
         if abs(w.sum() - 1.0) > 1e-12:
