@@ -13,7 +13,7 @@ from ..attention import attention_eigenvalues
 from ..sphere import basis, harmonic_dimension, sphere_area
 
 __all__ = ["InitialCondition", "Uniform", "VonMisesFisher", "Mixture", "initial_condition_from_dict",
-           "check_resolved"]
+           "check_resolved", "required_degree_of"]
 
 #: Default relative L² accuracy asked of the truncated initial density (:meth:`InitialCondition.required_degree`).
 RESOLUTION_TOL = 1e-6
@@ -81,14 +81,11 @@ class InitialCondition(abc.ABC):
         L = 16
         while True:
             e = self.degree_energies(L)
-            tail = np.cumsum(e[::-1])[::-1]  # tail[l] = Σ_{l' >= l} E_l'
-            total = tail[0]
-            if not np.isfinite(total) or total <= 0:
+            if not np.isfinite(e.sum()) or e.sum() <= 0:
                 raise ValueError(f"{self!r} has energies that are not finite and positive")
-            ok = np.nonzero(tail[1:] <= tol**2 * total)[0]
-            # trust the estimate only when the top quarter of the computed degrees is already below tol
-            if ok.size and ok[0] + 1 <= (3 * L) // 4:
-                return int(ok[0])
+            need = _required_from_energies(e, tol)
+            if need is not None:
+                return need
             if L >= _REQUIRED_DEGREE_CAP:
                 raise ValueError(f"{self!r} is not resolved to tol = {tol:g} below degree {_REQUIRED_DEGREE_CAP}")
             L = min(2 * L, _REQUIRED_DEGREE_CAP)
@@ -354,12 +351,68 @@ def initial_condition_from_dict(spec: dict, d: int) -> InitialCondition:
     return Mixture([initial_condition_from_dict(c, d) for c in comps], spec.get("weights"))
 
 
-def check_resolved(rho0: InitialCondition, lmax: int, tol: float = RESOLUTION_TOL) -> int:
-    """Raise if ``lmax`` is below ``rho0.required_degree(tol)``; returns that degree.
+#: Largest degree at which :func:`required_degree_of` analyses a callable density.
+CALLABLE_DEGREE_CAP = 512
 
-    Use it before judging the mass or sign of a truncated ρ0: an under-resolved density
-    (a sharp von Mises–Fisher at a low degree) has a truncation with negative values, and
-    the real remedy is a larger lmax.
+
+def _required_from_energies(e: np.ndarray, tol: float) -> int | None:
+    """Smallest L with Σ_{l>L} E_l <= tol² Σ E_l, if the top quarter of the degrees is already below it."""
+    tail = np.cumsum(e[::-1])[::-1]
+    total = tail[0]
+    if not np.isfinite(total) or total <= 0:
+        return None
+    ok = np.nonzero(tail[1:] <= tol**2 * total)[0]
+    L = e.size - 1
+    return int(ok[0]) if ok.size and ok[0] + 1 <= (3 * L) // 4 else None
+
+
+def required_degree_of(rho0, d: int, tol: float = RESOLUTION_TOL, *, start: int = 16) -> int | None:
+    """Degree at which ρ0 is resolved to ``tol`` (relative L²), for an initial condition or a callable density.
+
+    An :class:`InitialCondition` answers with :meth:`InitialCondition.required_degree`. A
+    callable ``rho0(x)`` (points (N, d) -> (N,)) is projected by quadrature on degrees
+    ``start``, ``2 start``, ... up to :data:`CALLABLE_DEGREE_CAP` until its degree energies
+    have decayed; returns None if it is not resolved by then.
+
+    Examples
+    --------
+    >>> v = VonMisesFisher([0, 0, 1], 500.0)
+    >>> required_degree_of(v.density, 3) == v.required_degree()
+    True
+    """
+    tol = as_float(tol, "tol", min_value=0.0, max_value=1.0, strict_min=True)
+    if isinstance(rho0, InitialCondition):
+        try:
+            return rho0.required_degree(tol)
+        except ValueError:
+            return None
+    if not callable(rho0):
+        raise TypeError(f"rho0 must be an InitialCondition or a callable density, got {type(rho0).__name__}")
+    L = max(4, as_int(start, "start", min_value=1))
+    while True:
+        b = basis(d, L)
+        g = b.grid()
+        vals = np.asarray(rho0(g.points), dtype=np.float64)
+        if vals.shape != (g.Q,) or not np.all(np.isfinite(vals)):
+            return None
+        c = g.analysis(vals)
+        need = _required_from_energies(np.bincount(b.ell, weights=b.energy(c), minlength=L + 1), tol)
+        if need is not None:
+            return need
+        if L >= CALLABLE_DEGREE_CAP:
+            return None
+        L = min(2 * L, CALLABLE_DEGREE_CAP)
+
+
+def check_resolved(rho0, lmax: int, tol: float = RESOLUTION_TOL, *, d: int | None = None) -> int:
+    """Raise if degree ``lmax`` under-resolves ρ0 (relative L² error above ``tol``); returns the degree needed.
+
+    ``rho0`` is an :class:`InitialCondition`, or a callable density together with ``d``.
+    Call it when a truncated ρ0 fails a mass or sign check: a sharp density (a von
+    Mises–Fisher of large κ at a low degree) has a truncation with negative values and,
+    projected by quadrature, the wrong mass, and the remedy is a larger lmax, which the
+    message gives. If the degree cannot be determined (a callable not resolved below
+    :data:`CALLABLE_DEGREE_CAP`), the message says so.
 
     Examples
     --------
@@ -371,8 +424,17 @@ def check_resolved(rho0: InitialCondition, lmax: int, tol: float = RESOLUTION_TO
     ValueError: rho0 = VonMisesFisher(mu=[0.0, 0.0, 1.0], kappa=500.0) is under-resolved at lmax = 16: its harmonic coefficients fall below tol = 1e-06 (relative L2 error) only from degree 117; use lmax >= 117
     """
     lmax = as_int(lmax, "lmax", min_value=0)
-    need = rho0.required_degree(tol)
+    if isinstance(rho0, InitialCondition):
+        d = rho0.d
+    elif d is None:
+        raise TypeError("check_resolved needs d for a callable rho0")
+    need = required_degree_of(rho0, d, tol, start=max(16, lmax))
+    label = repr(rho0) if isinstance(rho0, InitialCondition) else "the callable density"
+    if need is None:
+        cap = CALLABLE_DEGREE_CAP if not isinstance(rho0, InitialCondition) else _REQUIRED_DEGREE_CAP
+        raise ValueError(f"rho0 = {label} is under-resolved at lmax = {lmax}: its harmonic coefficients have not "
+                         f"fallen below tol = {tol:g} (relative L2 error) by degree {cap}")
     if lmax < need:
-        raise ValueError(f"rho0 = {rho0!r} is under-resolved at lmax = {lmax}: its harmonic coefficients fall below "
+        raise ValueError(f"rho0 = {label} is under-resolved at lmax = {lmax}: its harmonic coefficients fall below "
                          f"tol = {tol:g} (relative L2 error) only from degree {need}; use lmax >= {need}")
     return need
