@@ -267,7 +267,7 @@ class Kernel(abc.ABC):
             "harmonic_coefficients",
             seconds=funk_hecke_cost(lmax, p),
             memory=8.0 * 32 * p * 6,
-            parameter="lmax" if n_panels is None else "lmax and n_panels",
+            parameter="lmax" if n_panels is None else f"lmax (with n_panels = {p})",
             value=lmax,
             largest=_largest_lmax(n_panels),
         )
