@@ -24,6 +24,7 @@ from typing import Callable
 import numpy as np
 from scipy import integrate, special
 
+from . import _validate
 from ._validate import as_float, as_int, as_real_array, check_cost
 from .harmonics import harmonic_dimension, sphere_area, zonal, zonal_derivative
 from .sphere._zonal import legendre_recurrence
@@ -76,9 +77,11 @@ def _gauss_expect(fun: Callable, epsabs: float = 1e-14) -> np.ndarray:
 #: Largest ``|t|`` accepted by ``kappa`` / ``dkappa`` (round-off of a unit-vector inner product).
 T_TOL = 1e-12
 
-#: Measured cost of the Funk–Hecke quadrature per (degree, node) pair, in seconds (one
-#: shared core under load, a conservative bound for a laptop; see :func:`funk_hecke_cost`).
-HARMONIC_SECONDS_PER_ENTRY = 1e-8
+#: Measured cost of the Funk–Hecke quadrature per (degree, node) pair, in seconds: 0.4–1.9e-8
+#: on a shared core under load (lmax = 128–1024), rounded up; see :func:`funk_hecke_cost`.
+HARMONIC_SECONDS_PER_ENTRY = 2e-8
+#: Cost of one evaluation of κ per quadrature node (the Mehler series of a non-closed-form activation).
+KAPPA_SECONDS_PER_NODE = 3e-7
 
 
 def _check_t(t) -> np.ndarray:
@@ -108,7 +111,8 @@ def funk_hecke_cost(lmax: int, n_panels: int | None = None) -> float:
     """Estimated seconds of :meth:`Kernel.harmonic_coefficients` (two quadratures of 32 nodes per panel).
 
     The recurrence costs one pass over the nodes per degree, so the time is
-    ``HARMONIC_SECONDS_PER_ENTRY · (lmax + 1) · 32 · 1.5 n_panels``; memory is O(nodes).
+    ``HARMONIC_SECONDS_PER_ENTRY · (lmax + 1) · nodes + KAPPA_SECONDS_PER_NODE · nodes`` with
+    ``nodes = 32 · 1.5 n_panels``; memory is O(nodes).
 
     Examples
     --------
@@ -116,7 +120,8 @@ def funk_hecke_cost(lmax: int, n_panels: int | None = None) -> float:
     True
     """
     p = _default_panels(lmax) if n_panels is None else n_panels
-    return HARMONIC_SECONDS_PER_ENTRY * (lmax + 1) * 32 * (p + p // 2)
+    nodes = 32 * (p + p // 2)
+    return HARMONIC_SECONDS_PER_ENTRY * (lmax + 1) * nodes + KAPPA_SECONDS_PER_NODE * nodes
 
 
 def _largest_lmax(n_panels: int | None) -> int:
@@ -263,6 +268,9 @@ class Kernel(abc.ABC):
         lmax = as_int(lmax, "lmax", min_value=0)
         p = _default_panels(lmax) if n_panels is None else n_panels
         p = as_int(p, "n_panels", min_value=2)
+        if n_panels is not None and 8.0 * 32 * p * 6 > _validate.COST_LIMIT_BYTES:
+            check_cost("harmonic_coefficients", seconds=funk_hecke_cost(lmax, p), memory=8.0 * 32 * p * 6,
+                       parameter="n_panels", value=p, largest=int(_validate.COST_LIMIT_BYTES // (8 * 32 * 6)))
         check_cost(
             "harmonic_coefficients",
             seconds=funk_hecke_cost(lmax, p),
