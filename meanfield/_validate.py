@@ -91,7 +91,7 @@ def check_cost(what: str, *, seconds: float, memory: float, parameter: str, valu
     what : str
         The call, as the user wrote it (``"NoisePath"``, ``"harmonic_coefficients"``).
     seconds, memory : float
-        Estimated run time (seconds) and peak memory (bytes).
+        Estimated run time (seconds; 0 when only memory is estimated) and peak memory (bytes).
     parameter : str
         The size parameter, as the caller knows it (``"lmax"``).
     value
@@ -105,11 +105,13 @@ def check_cost(what: str, *, seconds: float, memory: float, parameter: str, valu
     """
     if seconds <= COST_LIMIT_SECONDS and memory <= COST_LIMIT_BYTES:
         return
-    raise ValueError(
-        f"{what}: {parameter} = {value} is too large: the estimated cost is about {seconds:.3g} s and "
-        f"{_format_bytes(memory)} of memory (limits {COST_LIMIT_SECONDS:g} s and {_format_bytes(COST_LIMIT_BYTES)}); "
-        f"the largest accepted {parameter} here is {largest}"
-    )
+    if seconds > 0:
+        cost = (f"the estimated cost is about {seconds:.3g} s and {_format_bytes(memory)} of memory (limits "
+                f"{COST_LIMIT_SECONDS:g} s and {_format_bytes(COST_LIMIT_BYTES)})")
+    else:
+        cost = f"the estimated memory is about {_format_bytes(memory)} (limit {_format_bytes(COST_LIMIT_BYTES)})"
+    raise ValueError(f"{what}: {parameter} = {value} is too large: {cost}; the largest accepted {parameter} here is "
+                     f"{largest}")
 
 
 def as_int(value, name: str, *, min_value: int | None = None, max_value: int | None = None) -> int:

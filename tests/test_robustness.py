@@ -314,7 +314,7 @@ def test_oversized_requests_are_refused_up_front_with_the_estimate(call, what, p
     assert time.perf_counter() - start < 30
     msg = str(info.value)
     assert msg.startswith(f"{what}: ") and parameter in msg
-    assert ("estimated cost is about" in msg and "largest accepted" in msg) or "largest degree" in msg
+    assert ("estimated cost is about" in msg or "estimated memory is about" in msg) and "largest accepted" in msg
 
 
 def test_cost_estimates_and_caps():

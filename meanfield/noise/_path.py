@@ -138,8 +138,10 @@ class NoisePath(NoiseSource):
                             f"got {type(kernel).__name__}")
         self.d = as_int(d, "d", min_value=2)
         if self.d not in supported_dimensions():
-            raise ValueError(f"d = {d}: a NoisePath needs a harmonic basis of S^{{d-1}}, available for d in "
-                             f"{supported_dimensions()}; use RandomFeatureNoise for other d")
+            dims = [str(k) for k in supported_dimensions()]
+            allowed = dims[0] if len(dims) == 1 else ", ".join(dims[:-1]) + " or " + dims[-1]
+            raise ValueError(f"d must be {allowed} for a NoisePath (it needs a harmonic basis of S^{{d-1}}), got "
+                             f"d = {d}; use RandomFeatureNoise for other d")
         if isinstance(kernel, SpectralKernel) and kernel.d != self.d:
             raise ValueError(f"kernel is a SpectralKernel on S^{kernel.d - 1}, but d = {self.d}")
         self.lmax = as_int(lmax, "NoisePath lmax", min_value=0)
