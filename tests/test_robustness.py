@@ -15,7 +15,7 @@ from meanfield.kernels import ActivationKernel, SpectralKernel, funk_hecke_cost,
 from meanfield.noise import BrownianTree, NoisePath, RandomFeatureNoise, RotationNoise, noise_path_cost
 from meanfield.particles import solve_particles
 from meanfield.spde import Mixture, Uniform, VonMisesFisher, initial_condition_from_dict
-from meanfield.spde._initial import check_resolved, required_degree_of
+from meanfield.spde._initial import check_resolved, minimum_lmax, required_degree_of
 from meanfield.sphere import legendre_d, sphere_area
 from meanfield.sphere._zonal import legendre_recurrence
 from meanfield.transformer import Transformer
@@ -355,3 +355,19 @@ def test_under_resolved_initial_condition_names_the_degree_it_needs():
     assert Uniform(3).required_degree() == 0
     assert Mixture([sharp, Uniform(3)], [0.5, 0.5]).required_degree() == need
     assert VonMisesFisher([0, 1], 500.0).required_degree() == required_degree_of(VonMisesFisher([0, 1], 500.0).density, 2)
+
+
+@pytest.mark.parametrize("kappa, d", [(500.0, 3), (50.0, 3), (200.0, 2)])
+def test_minimum_lmax_is_where_the_solver_stops_refusing(kappa, d):
+    from meanfield.spde import SPDEResolutionError, solve_spde
+
+    v = VonMisesFisher([0.0, 0.0, 1.0] if d == 3 else [0.0, 1.0], kappa)
+    m = minimum_lmax(v, 1e-4, neg_tol=1e-3)
+    assert minimum_lmax(v.density, 1e-4, neg_tol=1e-3, d=d) == m
+    with pytest.raises(ValueError, match=f"under-resolved at lmax = {m - 1}.*use lmax >= {m}"):
+        check_resolved(v, m - 1, tail_tol=1e-4, neg_tol=1e-3)
+    assert check_resolved(v, m, tail_tol=1e-4, neg_tol=1e-3) == m
+    run = dict(beta=1.0, dt=1e-6, t_eval=[0.0, 1e-6], d=d, attention=False, tail_tol=1e-4, neg_tol=1e-3)
+    with pytest.raises(SPDEResolutionError):
+        solve_spde(v, None, lmax=m - 1, **run)
+    solve_spde(v, None, lmax=m, **run)

@@ -29,8 +29,8 @@ def noise_path_cost(d: int, lmax: int, *, spectral: bool = False, max_depth: int
     The sum of the Funk–Hecke quadrature (skipped for a ``SpectralKernel``,
     :func:`meanfield.kernels.funk_hecke_cost`), the first query of the Brownian tree of
     d · n_coeffs numbers (:func:`meanfield.noise.tree_cost`) and one evaluation of the field
-    at about a thousand points. Measured on a loaded 2-core machine (lmax = 128–1024 on
-    S^2, see the README's performance notes).
+    at about a thousand points. The constants were measured on a loaded 2-core machine
+    (lmax = 128–2048 on S^2) and rounded up; the estimate is about twice the measured time.
 
     Examples
     --------

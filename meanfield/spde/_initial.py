@@ -13,7 +13,7 @@ from ..attention import attention_eigenvalues
 from ..sphere import basis, harmonic_dimension, sphere_area
 
 __all__ = ["InitialCondition", "Uniform", "VonMisesFisher", "Mixture", "initial_condition_from_dict",
-           "check_resolved", "required_degree_of"]
+           "check_resolved", "required_degree_of", "minimum_lmax"]
 
 #: Default relative L² accuracy asked of the truncated initial density (:meth:`InitialCondition.required_degree`).
 RESOLUTION_TOL = 1e-6
@@ -404,15 +404,64 @@ def required_degree_of(rho0, d: int, tol: float = RESOLUTION_TOL, *, start: int 
         L = min(2 * L, CALLABLE_DEGREE_CAP)
 
 
-def check_resolved(rho0, lmax: int, tol: float = RESOLUTION_TOL, *, d: int | None = None) -> int:
-    """Raise if degree ``lmax`` under-resolves ρ0 (relative L² error above ``tol``); returns the degree needed.
+def _negative_mass(rho0, d: int, L: int) -> float:
+    """∫ max(-ρ_L, 0) of the degree-L truncation (exact coefficients, or quadrature for a callable)."""
+    b = basis(d, L)
+    g = b.grid()
+    if isinstance(rho0, InitialCondition):
+        c = rho0.coefficients(L)
+    else:
+        c = g.analysis(np.asarray(rho0(g.points), dtype=np.float64))
+    return float(np.einsum("i,i->", g.weights, np.maximum(-g.synth(c), 0.0)))
+
+
+def minimum_lmax(rho0, tail_tol: float, *, neg_tol: float | None = None, d: int | None = None) -> int | None:
+    """Smallest lmax at which the truncated ρ0 passes the solver's checks of resolution.
+
+    The spectral-tail check (energy beyond degree 3 lmax / 4 at most ``tail_tol``) needs
+    lmax >= ``ceil(4 N / 3)`` with ``N = required_degree(sqrt(tail_tol))``; with ``neg_tol``
+    the degree is then raised until the negative part ``∫ max(-ρ_L, 0)`` of the truncation
+    is at most ``neg_tol`` too (searched up to twice the tail degree). None if ρ0 (a
+    callable) is not resolved below :data:`CALLABLE_DEGREE_CAP` or the negative part does
+    not fall below ``neg_tol`` in that range.
+
+    Examples
+    --------
+    >>> minimum_lmax(VonMisesFisher([0, 0, 1], 500.0), 1e-4)
+    90
+    >>> minimum_lmax(VonMisesFisher([0, 0, 1], 500.0), 1e-4, neg_tol=1e-3)
+    92
+    """
+    tail_tol = as_float(tail_tol, "tail_tol", min_value=0.0, max_value=1.0, strict_min=True)
+    if isinstance(rho0, InitialCondition):
+        d = rho0.d
+    elif d is None:
+        raise TypeError("minimum_lmax needs d for a callable rho0")
+    need = required_degree_of(rho0, d, math.sqrt(tail_tol))
+    if need is None:
+        return None
+    L = max(1, -(-4 * need // 3))
+    if neg_tol is None:
+        return L
+    neg_tol = as_float(neg_tol, "neg_tol", min_value=0.0)
+    for candidate in range(L, 2 * L + 17):
+        if _negative_mass(rho0, d, candidate) <= neg_tol:
+            return candidate
+    return None
+
+
+def check_resolved(rho0, lmax: int, tol: float = RESOLUTION_TOL, *, d: int | None = None,
+                   tail_tol: float | None = None, neg_tol: float | None = None) -> int:
+    """Raise if degree ``lmax`` under-resolves ρ0; returns the smallest degree accepted.
 
     ``rho0`` is an :class:`InitialCondition`, or a callable density together with ``d``.
-    Call it when a truncated ρ0 fails a mass or sign check: a sharp density (a von
+    Without ``tail_tol`` the criterion is a relative L² truncation error of at most ``tol``
+    (lmax >= ``required_degree(tol)``); with ``tail_tol`` (and optionally ``neg_tol``) it is
+    the solver's own checks of resolution (lmax >= :func:`minimum_lmax`). Call it when a
+    truncated ρ0 fails a mass or sign check, or before a run: a sharp density (a von
     Mises–Fisher of large κ at a low degree) has a truncation with negative values and,
     projected by quadrature, the wrong mass, and the remedy is a larger lmax, which the
-    message gives. If the degree cannot be determined (a callable not resolved below
-    :data:`CALLABLE_DEGREE_CAP`), the message says so.
+    message gives. If the degree cannot be determined, the message says so.
 
     Examples
     --------
@@ -422,19 +471,29 @@ def check_resolved(rho0, lmax: int, tol: float = RESOLUTION_TOL, *, d: int | Non
     Traceback (most recent call last):
     ...
     ValueError: rho0 = VonMisesFisher(mu=[0.0, 0.0, 1.0], kappa=500.0) is under-resolved at lmax = 16: its harmonic coefficients fall below tol = 1e-06 (relative L2 error) only from degree 117; use lmax >= 117
+    >>> check_resolved(VonMisesFisher([0, 0, 1], 500.0), 16, tail_tol=1e-4, neg_tol=1e-3)
+    Traceback (most recent call last):
+    ...
+    ValueError: rho0 = VonMisesFisher(mu=[0.0, 0.0, 1.0], kappa=500.0) is under-resolved at lmax = 16: its truncation passes the checks of resolution (spectral tail <= 0.0001, negative part <= 0.001) only from lmax = 92; use lmax >= 92
     """
     lmax = as_int(lmax, "lmax", min_value=0)
     if isinstance(rho0, InitialCondition):
         d = rho0.d
     elif d is None:
         raise TypeError("check_resolved needs d for a callable rho0")
-    need = required_degree_of(rho0, d, tol, start=max(16, lmax))
     label = repr(rho0) if isinstance(rho0, InitialCondition) else "the callable density"
+    if tail_tol is not None:
+        need = minimum_lmax(rho0, tail_tol, neg_tol=neg_tol, d=d)
+        crit = f"spectral tail <= {tail_tol:g}" + ("" if neg_tol is None else f", negative part <= {neg_tol:g}")
+        if need is not None and lmax < need:
+            raise ValueError(f"rho0 = {label} is under-resolved at lmax = {lmax}: its truncation passes the checks of "
+                             f"resolution ({crit}) only from lmax = {need}; use lmax >= {need}")
+    else:
+        need = required_degree_of(rho0, d, tol, start=max(16, lmax))
+        if need is not None and lmax < need:
+            raise ValueError(f"rho0 = {label} is under-resolved at lmax = {lmax}: its harmonic coefficients fall "
+                             f"below tol = {tol:g} (relative L2 error) only from degree {need}; use lmax >= {need}")
     if need is None:
-        cap = CALLABLE_DEGREE_CAP if not isinstance(rho0, InitialCondition) else _REQUIRED_DEGREE_CAP
-        raise ValueError(f"rho0 = {label} is under-resolved at lmax = {lmax}: its harmonic coefficients have not "
-                         f"fallen below tol = {tol:g} (relative L2 error) by degree {cap}")
-    if lmax < need:
-        raise ValueError(f"rho0 = {label} is under-resolved at lmax = {lmax}: its harmonic coefficients fall below "
-                         f"tol = {tol:g} (relative L2 error) only from degree {need}; use lmax >= {need}")
+        raise ValueError(f"rho0 = {label} is under-resolved at lmax = {lmax} and no degree up to "
+                         f"{max(CALLABLE_DEGREE_CAP, 2 * lmax)} resolves it")
     return need
