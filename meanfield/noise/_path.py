@@ -19,7 +19,7 @@ _DIRECT_MAX_POINTS = 2048
 #: beyond it ducc0's transform is faster (1000 points: 0.003 s against 0.39 s at lmax = 128, 0.6 s against 23 s at lmax = 1024).
 _DIRECT_MAX_ENTRIES = 2**22
 #: Measured seconds per coefficient and component of one fast evaluation of a field at
-#: about 1000 points (ducc0: 0.62 s for lmax = 1024 on S^2), with margin.
+#: about 1000 points (ducc0: 0.35–0.62 s at lmax = 1024, 2.0–2.4 s at lmax = 2048 on S^2), rounded up.
 EVAL_SECONDS_PER_COEFF = 3e-7
 
 
@@ -30,7 +30,7 @@ def noise_path_cost(d: int, lmax: int, *, spectral: bool = False, max_depth: int
     :func:`meanfield.kernels.funk_hecke_cost`), the first query of the Brownian tree of
     d · n_coeffs numbers (:func:`meanfield.noise.tree_cost`) and one evaluation of the field
     at about a thousand points. The constants were measured on a loaded 2-core machine
-    (lmax = 128–2048 on S^2) and rounded up; the estimate is about twice the measured time.
+    (lmax = 128–2048 on S^2) and rounded up; the estimate is 1.5–3 times the measured time.
 
     Examples
     --------
@@ -99,8 +99,9 @@ class NoisePath(NoiseSource):
     lmax : int, >= 0
         Truncation degree l_σ of the field. Degrees whose estimated cost
         (:func:`noise_path_cost`) exceeds about a minute or 4 GiB are refused, with the
-        estimate and the largest accepted lmax (about 2900 on S^2, where the memory of the
-        Brownian tree binds; the basis' ``max_lmax`` on S^1).
+        estimate and the largest accepted lmax (2622 on S^2, where the time of a first deep
+        query and the memory of the Brownian tree bind; 14389 on S^1, where the Funk–Hecke
+        quadrature binds).
     seed : int, SeedSequence or Generator
     t_max : float, > 0
         The path lives on [0, t_max].
