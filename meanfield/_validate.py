@@ -14,11 +14,104 @@ import numpy as np
 __all__ = [
     "as_int",
     "as_float",
+    "as_bool",
+    "as_real_array",
     "as_points",
     "as_times",
     "as_rng",
     "as_matrix",
+    "check_cost",
+    "COST_LIMIT_SECONDS",
+    "COST_LIMIT_BYTES",
 ]
+
+#: Calls estimated to run longer than this (seconds, one laptop core) are refused up front.
+#: Raise it (``meanfield._validate.COST_LIMIT_SECONDS = ...``) to run larger problems on purpose.
+COST_LIMIT_SECONDS = 60.0
+#: Calls estimated to need more memory than this (bytes) are refused up front.
+COST_LIMIT_BYTES = 4 * 2**30
+
+
+def as_bool(value, name: str) -> bool:
+    """Return ``value`` as a ``bool``; only ``True``/``False`` (and NumPy booleans) are accepted.
+
+    Strings such as ``"no"`` or ``"false"`` and numbers are refused, because ``bool("no")`` is True.
+
+    Examples
+    --------
+    >>> as_bool(np.bool_(False), "attention")
+    False
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise TypeError(f"{name} must be True or False, got {value!r} of type {type(value).__name__}")
+
+
+def _reject_complex(arr: np.ndarray, name: str) -> None:
+    if np.iscomplexobj(arr):
+        raise TypeError(f"{name} must be real, got a complex array (dtype {arr.dtype}); pass its real part "
+                        "explicitly if that is what you mean")
+
+
+def as_real_array(x, name: str, *, ndim: int | None = None, finite: bool = True) -> np.ndarray:
+    """Return ``x`` as a float64 array, refusing complex, non-numeric and (by default) non-finite input.
+
+    Examples
+    --------
+    >>> as_real_array([1, 2], "w").dtype
+    dtype('float64')
+    """
+    try:
+        raw = np.asarray(x)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be an array of real numbers") from exc
+    _reject_complex(raw, name)
+    if raw.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must be an array of real numbers, got dtype {raw.dtype}")
+    arr = raw.astype(np.float64)
+    if ndim is not None and arr.ndim != ndim:
+        raise ValueError(f"{name} must be {ndim}-dimensional, got shape {arr.shape}")
+    if finite and not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or infinite values")
+    return arr
+
+
+def _format_bytes(n: float) -> str:
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n / 2**10:.3g} KiB"
+
+
+def check_cost(what: str, *, seconds: float, memory: float, parameter: str, value, largest) -> None:
+    """Refuse a call whose estimated run time or memory exceeds the limits, naming the parameter.
+
+    Parameters
+    ----------
+    what : str
+        The call, as the user wrote it (``"NoisePath"``, ``"harmonic_coefficients"``).
+    seconds, memory : float
+        Estimated run time (seconds; 0 when only memory is estimated) and peak memory (bytes).
+    parameter : str
+        The size parameter, as the caller knows it (``"lmax"``).
+    value
+        Its value.
+    largest
+        The largest value accepted with the other arguments unchanged.
+
+    Examples
+    --------
+    >>> check_cost("demo", seconds=1.0, memory=1e6, parameter="n", value=10, largest=100)
+    """
+    if seconds <= COST_LIMIT_SECONDS and memory <= COST_LIMIT_BYTES:
+        return
+    if seconds > 0:
+        cost = (f"the estimated cost is about {seconds:.3g} s and {_format_bytes(memory)} of memory (limits "
+                f"{COST_LIMIT_SECONDS:g} s and {_format_bytes(COST_LIMIT_BYTES)})")
+    else:
+        cost = f"the estimated memory is about {_format_bytes(memory)} (limit {_format_bytes(COST_LIMIT_BYTES)})"
+    raise ValueError(f"{what}: {parameter} = {value} is too large: {cost}; the largest accepted {parameter} here is "
+                     f"{largest}")
 
 
 def as_int(value, name: str, *, min_value: int | None = None, max_value: int | None = None) -> int:
@@ -67,9 +160,13 @@ def as_points(x, name: str, d: int | None = None, *, unit_tol: float = 1e-8) -> 
     norm to ``unit_tol`` (tokens live on the sphere S^{d-1}).
     """
     try:
-        arr = np.asarray(x, dtype=np.float64)
+        raw = np.asarray(x)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{name} must be an array of shape (N, d) of real numbers") from exc
+    _reject_complex(raw, name)
+    if raw.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must be an array of shape (N, d) of real numbers, got dtype {raw.dtype}")
+    arr = raw.astype(np.float64)
     if arr.ndim != 2:
         raise ValueError(f"{name} must have shape (N, d), got shape {arr.shape}")
     if arr.shape[0] < 1:
@@ -92,7 +189,7 @@ def as_points(x, name: str, d: int | None = None, *, unit_tol: float = 1e-8) -> 
 
 def as_times(t, name: str, *, min_value: float = 0.0) -> np.ndarray:
     """Return a 1-D, finite, non-decreasing float64 array of times >= ``min_value``."""
-    arr = np.atleast_1d(np.asarray(t, dtype=np.float64))
+    arr = np.atleast_1d(as_real_array(t, name, finite=False))
     if arr.ndim != 1 or arr.size == 0:
         raise ValueError(f"{name} must be a non-empty 1-D array of times, got shape {np.shape(t)}")
     if not np.all(np.isfinite(arr)):
@@ -119,7 +216,7 @@ def as_matrix(m, name: str, d: int) -> np.ndarray | None:
     """Return ``m`` as a finite ``(d, d)`` float64 matrix, or ``None`` for the identity."""
     if m is None:
         return None
-    arr = np.asarray(m, dtype=np.float64)
+    arr = as_real_array(m, name, finite=False)
     if arr.shape != (d, d):
         raise ValueError(f"{name} must have shape ({d}, {d}), got {arr.shape}")
     if not np.all(np.isfinite(arr)):

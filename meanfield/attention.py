@@ -21,7 +21,7 @@ import math
 import numpy as np
 from scipy import special
 
-from ._validate import as_float, as_int, as_matrix, as_points
+from ._validate import as_bool, as_float, as_int, as_matrix, as_points, as_real_array
 from .sphere import basis, harmonic_dimension, sphere_area, tangent_project
 
 __all__ = [
@@ -84,7 +84,7 @@ def softmax_attention(
     array([[0.5, 0.5],
            [0.5, 0.5]])
     """
-    if check:
+    if as_bool(check, "check"):
         x = as_points(x, "x")
         d = x.shape[1]
         y = x if y is None else as_points(y, "y", d)
@@ -92,7 +92,7 @@ def softmax_attention(
         Q, K, V = as_matrix(Q, "Q", d), as_matrix(K, "K", d), as_matrix(V, "V", d)
         block = as_int(block, "block", min_value=1)
         if weights is not None:
-            weights = np.asarray(weights, dtype=np.float64)
+            weights = as_real_array(weights, "weights", finite=False)
             if weights.shape != (y.shape[0],):
                 raise ValueError(f"weights must have shape ({y.shape[0]},), got {weights.shape}")
             if not np.all(np.isfinite(weights)) or np.any(weights < 0) or weights.sum() <= 0:
@@ -205,9 +205,9 @@ def gap_energy(x, beta: float, weights=None, *, _plus: bool = False) -> float:
     x = as_points(x, "x")
     beta = as_float(beta, "beta", min_value=0.0)
     n = x.shape[0]
-    w = np.full(n, 1.0 / n) if weights is None else np.asarray(weights, dtype=np.float64)
-    if w.shape != (n,) or np.any(w < 0):
-        raise ValueError(f"weights must be non-negative with shape ({n},)")
+    w = np.full(n, 1.0 / n) if weights is None else as_real_array(weights, "weights")
+    if w.shape != (n,) or np.any(w < 0) or w.sum() <= 0:
+        raise ValueError(f"weights must be non-negative, not all zero, with shape ({n},)")
     w = w / w.sum()
     acc = 0.0
     for s in range(0, n, DEFAULT_BLOCK):
@@ -255,7 +255,7 @@ def convolution_velocity(coeffs: np.ndarray, beta: float, x, *, d: int, lmax: in
         e^{-β} (K_β * ρ)(x_i), the (scaled) softmax denominator.
     """
     beta = as_float(beta, "beta", min_value=0.0, strict_min=True)
-    x = np.asarray(x, dtype=np.float64)
+    x = as_real_array(x, "x", finite=False)
     b = basis(d, lmax)
     lc = attention_eigenvalues(d, beta, lmax)[b.ell] * np.asarray(coeffs, dtype=b.state_dtype)
     conv = b.evaluate(lc, x, epsilon=epsilon)

@@ -64,7 +64,7 @@ from typing import Callable
 
 import numpy as np
 
-from ._validate import as_float, as_int, as_matrix, as_points
+from ._validate import as_bool, as_float, as_int, as_matrix, as_points, as_real_array
 from .attention import DEFAULT_BLOCK, attention_eigenvalues, attention_velocity, tangent_project
 from .harmonics import harmonic_dimension, sphere_area
 
@@ -126,7 +126,7 @@ def is_identity(m) -> bool:
 def _normalised_weights(weights, n: int) -> np.ndarray | None:
     if weights is None:
         return None
-    w = np.asarray(weights, dtype=np.float64)
+    w = as_real_array(weights, "weights", finite=False)
     if w.shape != (n,):
         raise ValueError(f"weights must have shape ({n},), got {w.shape}")
     if not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
@@ -422,7 +422,7 @@ class SpectralAttention:
         ndarray, shape (N, d)
             Tangent vectors, to absolute accuracy ``tol`` (see :attr:`last_lmax`).
         """
-        if check:
+        if as_bool(check, "check"):
             x = as_points(x, "x", self.d)
         else:
             x = np.ascontiguousarray(x, dtype=np.float64)

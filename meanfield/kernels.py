@@ -24,10 +24,21 @@ from typing import Callable
 import numpy as np
 from scipy import integrate, special
 
-from ._validate import as_float, as_int
-from .harmonics import harmonic_dimension, legendre_d, sphere_area, zonal, zonal_derivative
+from . import _validate
+from ._validate import as_float, as_int, as_real_array, check_cost
+from .harmonics import harmonic_dimension, sphere_area, zonal, zonal_derivative
+from .sphere._zonal import legendre_recurrence
 
-__all__ = ["Kernel", "ActivationKernel", "SpectralKernel", "HarmonicCoefficients", "lyapunov_exponent", "synchronises"]
+__all__ = [
+    "Kernel",
+    "ActivationKernel",
+    "SpectralKernel",
+    "HarmonicCoefficients",
+    "lyapunov_exponent",
+    "synchronises",
+    "funk_hecke_cost",
+    "HARMONIC_SECONDS_PER_ENTRY",
+]
 
 _SQRT2 = math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -61,6 +72,110 @@ def _gauss_expect(fun: Callable, epsabs: float = 1e-14) -> np.ndarray:
     lo, _ = integrate.quad_vec(g, -40.0, 0.0, epsabs=epsabs, epsrel=1e-13, limit=4000)
     hi, _ = integrate.quad_vec(g, 0.0, 40.0, epsabs=epsabs, epsrel=1e-13, limit=4000)
     return lo + hi
+
+
+#: Largest ``|t|`` accepted by ``kappa`` / ``dkappa`` (round-off of a unit-vector inner product).
+T_TOL = 1e-12
+
+#: Measured cost of the Funk–Hecke quadrature per (degree, node) pair, in seconds: 2–3e-9 on
+#: a loaded 2-core machine (lmax = 512–2048), rounded up; see :func:`funk_hecke_cost`.
+HARMONIC_SECONDS_PER_ENTRY = 6e-9
+#: Cost of one evaluation of κ per quadrature node (the Mehler series of a non-closed-form activation).
+KAPPA_SECONDS_PER_NODE = 3e-7
+
+
+def _check_t(t) -> np.ndarray:
+    """``t`` as a float array in [-1, 1]: values within ``T_TOL`` of the interval are clipped, others raise."""
+    try:
+        arr = np.asarray(t)
+    except Exception as exc:  # noqa: BLE001 - ragged lists and the like
+        raise TypeError(f"t must be a real number or an array of real numbers, got {type(t).__name__}") from exc
+    if np.iscomplexobj(arr):
+        raise TypeError("t must be real, got a complex value")
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"t must be a real number or an array of real numbers, got dtype {arr.dtype}")
+    arr = arr.astype(np.float64)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError("t contains NaN or infinite values")
+    if np.any(np.abs(arr) > 1.0 + T_TOL):
+        raise ValueError(f"t must lie in [-1, 1] (t = <x, y> for unit vectors), got values up to "
+                         f"{np.max(np.abs(arr)):.6g} in absolute value")
+    return np.clip(arr, -1.0, 1.0)
+
+
+def _default_panels(lmax: int) -> int:
+    return max(64, lmax)
+
+
+def funk_hecke_cost(lmax: int, n_panels: int | None = None) -> float:
+    """Estimated seconds of :meth:`Kernel.harmonic_coefficients` (two quadratures of 32 nodes per panel).
+
+    The recurrence costs one pass over the nodes per degree, so the time is
+    ``HARMONIC_SECONDS_PER_ENTRY · (lmax + 1) · nodes + KAPPA_SECONDS_PER_NODE · nodes`` with
+    ``nodes = 32 · 1.5 n_panels``; memory is O(nodes).
+
+    Examples
+    --------
+    >>> funk_hecke_cost(16) < 1.0
+    True
+    """
+    p = _default_panels(lmax) if n_panels is None else n_panels
+    nodes = 32 * (p + p // 2)
+    return HARMONIC_SECONDS_PER_ENTRY * (lmax + 1) * nodes + KAPPA_SECONDS_PER_NODE * nodes
+
+
+def _largest_lmax(n_panels: int | None) -> int:
+    """Largest lmax whose Funk–Hecke quadrature fits the cost limit (with ``n_panels`` fixed or default)."""
+    from . import _validate
+
+    lo, hi = 0, 1
+    while funk_hecke_cost(hi, n_panels) <= _validate.COST_LIMIT_SECONDS and hi < 2**40:
+        lo, hi = hi, 2 * hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if funk_hecke_cost(mid, n_panels) <= _validate.COST_LIMIT_SECONDS else (lo, mid)
+    return lo
+
+
+#: Gauss–Hermite nodes used to probe a user activation (its inputs are s z, s² = σ_w² + σ_b²).
+_PROBE_NODES = np.polynomial.hermite_e.hermegauss(128)[0]
+
+
+def _probe(fun: Callable, label: str, s: float) -> None:
+    """Evaluate a user activation (or its derivative) where the Gaussian integrals will, and refuse bad output.
+
+    The inputs are s z for z on a 128-node Gauss–Hermite grid and on a uniform grid of the
+    integration range |z| <= 40 of :func:`_gauss_expect`.
+    """
+    z = np.unique(np.concatenate([_PROBE_NODES, np.linspace(-40.0, 40.0, 321)]))
+    u = s * z
+    try:
+        with np.errstate(all="ignore"):
+            raw = fun(u.copy())
+    except Exception as exc:  # noqa: BLE001 - report any failure of user code
+        raise TypeError(f"{label} must accept a NumPy array and return an array of the same shape; calling it on "
+                        f"an array of {u.size} inputs raised {type(exc).__name__}: {exc}") from exc
+    try:
+        out = np.asarray(raw)
+    except Exception as exc:  # noqa: BLE001
+        raise TypeError(f"{label} must return a NumPy array, got {type(raw).__name__}") from exc
+    if np.iscomplexobj(out):
+        k = int(np.argmax(np.abs(np.imag(out)) > 0)) if out.shape == u.shape else 0
+        raise TypeError(f"{label} returned complex values (e.g. {out.ravel()[k]!r} at u = {u[k]:.6g}); "
+                        "it must be real-valued")
+    if out.dtype.kind not in "biuf":
+        raise TypeError(f"{label} must return real numbers, got dtype {out.dtype}")
+    if out.shape != u.shape:
+        raise TypeError(f"{label} must map a NumPy array elementwise (same shape); for input shape {u.shape} it "
+                        f"returned shape {out.shape}")
+    bad = ~np.isfinite(out.astype(np.float64))
+    if np.any(bad):
+        k = int(np.argmax(bad))
+        raise ValueError(
+            f"{label} returned {out[k]} at u = {u[k]:.6g} (u = s z with s = sqrt(sigma_w^2 + sigma_b^2) = {s:.6g}, "
+            f"z = {z[k]:.6g}); the kernel is a Gaussian integral over such inputs, so the activation must be "
+            "finite on the whole real line"
+        )
 
 
 @dataclass(frozen=True)
@@ -135,6 +250,13 @@ class Kernel(abc.ABC):
         n_panels : int, optional
             Number of Gauss–Legendre panels on [0, π]; default max(64, lmax).
 
+        Raises
+        ------
+        ValueError
+            The estimated run time (:func:`funk_hecke_cost`) exceeds
+            :data:`meanfield._validate.MAX_SECONDS`; the message gives the estimate and the
+            largest ``lmax`` accepted.
+
         Examples
         --------
         >>> k = ActivationKernel("relu")
@@ -144,8 +266,19 @@ class Kernel(abc.ABC):
         """
         d = as_int(d, "d", min_value=2)
         lmax = as_int(lmax, "lmax", min_value=0)
-        p = n_panels if n_panels is not None else max(64, lmax)
+        p = _default_panels(lmax) if n_panels is None else n_panels
         p = as_int(p, "n_panels", min_value=2)
+        if n_panels is not None and 8.0 * 32 * p * 6 > _validate.COST_LIMIT_BYTES:
+            check_cost("harmonic_coefficients", seconds=funk_hecke_cost(lmax, p), memory=8.0 * 32 * p * 6,
+                       parameter="n_panels", value=p, largest=int(_validate.COST_LIMIT_BYTES // (8 * 32 * 6)))
+        check_cost(
+            "harmonic_coefficients",
+            seconds=funk_hecke_cost(lmax, p),
+            memory=8.0 * 32 * p * 6,
+            parameter="lmax" if n_panels is None else f"lmax (with n_panels = {p})",
+            value=lmax,
+            largest=_largest_lmax(n_panels),
+        )
         a_full = self._funk_hecke(d, lmax, p)
         a_half = self._funk_hecke(d, lmax, p // 2)
         qerr = float(np.max(np.abs(a_full - a_half)))
@@ -168,7 +301,13 @@ class Kernel(abc.ABC):
         weights = (half[:, None] * w[None, :]).ravel() * np.sin(theta) ** (d - 2)
         area = sphere_area(d - 1) if d > 2 else 2.0
         t = np.cos(theta)
-        return area * (legendre_d(d, lmax, t) @ (weights * self.kappa(t)))
+        f = area * weights * self.kappa(t)
+        # a_l = Σ_q f_q P_l(t_q), accumulated degree by degree: O(lmax · nodes) time, O(nodes) memory.
+        # einsum, not np.dot: a threaded BLAS dot per degree stalls when the cores are busy.
+        out = np.empty(lmax + 1)
+        for l, p in enumerate(legendre_recurrence(d, lmax, t)):
+            out[l] = np.einsum("i,i->", p, f)
+        return out
 
     def truncated(self, d: int, lmax: int) -> "SpectralKernel":
         """The kernel κ_σ(t) = Σ_{l<=lmax} a_l Z_l(t) kept by a degree-lmax noise field (SPEC §3)."""
@@ -218,33 +357,39 @@ class ActivationKernel(Kernel):
         derivative: Callable | None = None,
         n_hermite: int = 120,
     ):
-        if isinstance(activation, str):
-            key = activation.lower()
-            if key not in _ACTIVATIONS:
-                raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)} or a callable, got {activation!r}")
-            self.name = key
-            self.phi, self.phi_prime = _ACTIVATIONS[key]
-        elif callable(activation):
-            self.name = getattr(activation, "__name__", "callable")
-            self.phi = activation
-            self.phi_prime = derivative
-            try:
-                probe = np.asarray(activation(np.array([-1.0, 0.0, 1.0])), dtype=float)
-            except Exception as exc:  # noqa: BLE001 - report any failure of user code
-                raise TypeError("activation must accept a NumPy array and return an array of the same shape") from exc
-            if probe.shape != (3,) or not np.all(np.isfinite(probe)):
-                raise TypeError("activation must map a NumPy array elementwise to finite values")
-        else:
-            raise TypeError(f"activation must be a name or a callable, got {type(activation).__name__}")
         self.sigma_w = as_float(sigma_w, "sigma_w", min_value=0.0, strict_min=True)
         self.sigma_b = as_float(sigma_b, "sigma_b", min_value=0.0)
         self.scale = as_float(scale, "scale", min_value=0.0)
         self.n_hermite = as_int(n_hermite, "n_hermite", min_value=1, max_value=400)
+        if isinstance(activation, str):
+            key = activation.lower()
+            if key not in _ACTIVATIONS:
+                raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)} or a callable, got {activation!r}")
+            if derivative is not None:
+                raise TypeError("derivative is only used with a callable activation; the named ones know theirs")
+            self.name = key
+            self.phi, self.phi_prime = _ACTIVATIONS[key]
+        elif callable(activation):
+            self.name = getattr(activation, "__name__", "callable")
+            if derivative is not None and not callable(derivative):
+                raise TypeError(f"derivative must be a callable or None, got {type(derivative).__name__}")
+            s = math.sqrt(self.sigma_w**2 + self.sigma_b**2)
+            _probe(activation, f"activation {self.name!r}", s)
+            if derivative is not None:
+                _probe(derivative, f"derivative {getattr(derivative, '__name__', 'callable')!r} of activation "
+                       f"{self.name!r}", s)
+            self.phi = activation
+            self.phi_prime = derivative
+        else:
+            raise TypeError(f"activation must be a name or a callable, got {type(activation).__name__}")
         self.s2 = self.sigma_w**2 + self.sigma_b**2
         self.s = math.sqrt(self.s2)
         self.closed_form = isinstance(activation, str) and self.name in _CLOSED_FORM
         self._second_moment = float(_gauss_expect(lambda z: self.phi(self.s * z) ** 2)[0])
         self._hermite()
+        if not (math.isfinite(self._second_moment) and np.all(np.isfinite(self.hermite_q))):
+            raise ValueError(f"activation {self.name!r} grows too fast: E[phi(s Z)^2] is not finite "
+                             f"(s = {self.s:.6g}); the kernel needs a square-integrable activation")
 
     def __repr__(self) -> str:
         return (
@@ -275,12 +420,7 @@ class ActivationKernel(Kernel):
         return (self.sigma_w**2 * t + self.sigma_b**2) / self.s2
 
     def _check_t(self, t) -> np.ndarray:
-        t = np.asarray(t, dtype=np.float64)
-        if not np.all(np.isfinite(t)):
-            raise ValueError("t contains NaN or infinite values")
-        if np.any(np.abs(t) > 1.0 + 1e-12):
-            raise ValueError(f"t must lie in [-1, 1], got values up to {np.max(np.abs(t)):.6g}")
-        return np.clip(t, -1.0, 1.0)
+        return _check_t(t)
 
     def kappa_hermite(self, t) -> np.ndarray:
         """κ(t) from the truncated Mehler series; error <= ``hermite_error``."""
@@ -361,7 +501,7 @@ class SpectralKernel(Kernel):
 
     def __init__(self, d: int, a):
         self.d = as_int(d, "d", min_value=2)
-        a = np.asarray(a, dtype=np.float64)
+        a = as_real_array(a, "a", finite=False)
         if a.ndim != 1 or a.size < 1:
             raise ValueError(f"a must be a non-empty 1-D array of coefficients, got shape {a.shape}")
         if not np.all(np.isfinite(a)) or np.any(a < 0):
@@ -373,16 +513,29 @@ class SpectralKernel(Kernel):
         return f"SpectralKernel(d={self.d}, lmax={self.lmax})"
 
     def kappa(self, t) -> np.ndarray:
-        t = np.clip(np.asarray(t, dtype=np.float64), -1.0, 1.0)
+        """κ(t) = Σ_l a_l Z_l(t) for t in [-1, 1] (values beyond ``1 + T_TOL`` raise)."""
+        t = _check_t(t)
         return np.tensordot(self.a, zonal(self.d, self.lmax, t), axes=1)
 
     def dkappa(self, t) -> np.ndarray:
-        t = np.clip(np.asarray(t, dtype=np.float64), -1.0, 1.0)
+        """κ'(t) for t in [-1, 1] (values beyond ``1 + T_TOL`` raise)."""
+        t = _check_t(t)
         return np.tensordot(self.a, zonal_derivative(self.d, self.lmax, t), axes=1)
 
     @property
     def kappa1(self) -> float:
         return float(np.dot(self.a, harmonic_dimension(self.d, self.lmax)) / sphere_area(self.d))
+
+
+def _as_kernel(kernel, name: str = "kernel"):
+    """A kernel-like object (``kappa1`` and ``dkappa1``) from a Kernel, an activation name, or raise."""
+    if isinstance(kernel, str):
+        return ActivationKernel(kernel)
+    if isinstance(kernel, Kernel) or (hasattr(kernel, "kappa1") and hasattr(kernel, "dkappa1")):
+        return kernel
+    raise TypeError(f"{name} must be an activation name ({', '.join(sorted(_ACTIVATIONS))}), a "
+                    f"meanfield.kernels.Kernel (ActivationKernel, SpectralKernel) or an object with kappa1 and "
+                    f"dkappa1 (e.g. noise.kernel), got {type(kernel).__name__}")
 
 
 def lyapunov_exponent(kernel, d: int) -> float:
@@ -395,8 +548,9 @@ def lyapunov_exponent(kernel, d: int) -> float:
 
     Parameters
     ----------
-    kernel : ActivationKernel or SpectralKernel
-        Anything with ``kappa1`` and ``dkappa1``; pass ``noise.kernel`` to use the
+    kernel : str, ActivationKernel or SpectralKernel
+        An activation name (its :class:`ActivationKernel` with default σ_w, σ_b, scale), or
+        anything with ``kappa1`` and ``dkappa1``; pass ``noise.kernel`` to use the
         truncated κ_σ of a noise path.
     d : int, >= 2
 
@@ -404,13 +558,22 @@ def lyapunov_exponent(kernel, d: int) -> float:
     --------
     >>> lyapunov_exponent(ActivationKernel("relu"), 3)
     -0.5
+    >>> lyapunov_exponent("relu", 3)
+    -0.5
     """
+    kernel = _as_kernel(kernel)
     d = as_int(d, "d", min_value=2)
-    return 0.5 * ((d - 3) * kernel.dkappa1 - (d - 1) * kernel.kappa1)
+    k1, dk1 = float(kernel.kappa1), float(kernel.dkappa1)
+    if not (math.isfinite(k1) and math.isfinite(dk1)):
+        raise ValueError(f"kernel {kernel!r} has kappa(1) = {k1} and kappa'(1) = {dk1}: both must be finite")
+    return 0.5 * ((d - 3) * dk1 - (d - 1) * k1)
 
 
 def synchronises(kernel, d: int) -> bool:
-    """Whether the closed form of SPEC §5.4 predicts synchronisation by noise (λ_1 < 0)."""
+    """Whether the closed form of SPEC §5.4 predicts synchronisation by noise (λ_1 < 0).
+
+    ``kernel`` is as in :func:`lyapunov_exponent` (an activation name is accepted).
+    """
     return lyapunov_exponent(kernel, d) < 0
 
 

@@ -36,7 +36,8 @@ from typing import Callable
 
 import numpy as np
 
-from ._validate import as_float, as_int, as_matrix, as_points, as_times
+from . import _validate
+from ._validate import as_bool, as_float, as_int, as_matrix, as_points, as_real_array, as_times, check_cost
 from .attention import DEFAULT_BLOCK, softmax_attention
 from .noise import check_noise
 from .sphere import project, tangent_project
@@ -222,7 +223,7 @@ def step_grid(t0: float, dt: float, t_eval, *, rtol: float = 1e-9) -> np.ndarray
     >>> step_grid(0.0, 0.25, [0.5, 1.0])
     array([2, 4])
     """
-    t_eval = np.asarray(t_eval, dtype=np.float64)
+    t_eval = as_real_array(t_eval, "t_eval")
     k = (t_eval - t0) / dt
     kr = np.rint(k)
     bad = np.abs(k - kr) > rtol * np.maximum(1.0, np.abs(k))
@@ -292,8 +293,8 @@ def solve_particles(
         Save times, non-decreasing, >= t0, on the step grid t0 + k dt (a ValueError says
         so otherwise; the last step is never shortened) and <= ``noise.t_max``.
     scheme : {"euler", "heun"}
-    attention : str or Velocity
-        ``"auto"`` (default: the O(N) spectral sum of SPEC §7 where it applies — d in {2, 3},
+    attention : str, bool or Velocity
+        ``True`` is ``"auto"`` and ``False`` is ``"off"``; ``"auto"`` (default: the O(N) spectral sum of SPEC §7 where it applies — d in {2, 3},
         Q = K = V = I, accurate to ``attention_tol`` and faster for this N — else the direct
         sum; ``meta["attention"]`` says which), ``"direct"`` (blocked softmax sum),
         ``"spectral"``, ``"off"`` (pure noise), any name registered with
@@ -331,6 +332,9 @@ def solve_particles(
     """
     import time
 
+    progress = as_bool(progress, "progress")
+    if isinstance(attention, (bool, np.bool_)):
+        attention = "auto" if attention else "off"
     x = as_points(x0, "x0")
     n, d = x.shape
     if noise is not None:
@@ -339,7 +343,7 @@ def solve_particles(
     dt = as_float(dt, "dt", min_value=0.0, strict_min=True)
     t0 = as_float(t0, "t0")
     t_eval = as_times(t_eval, "t_eval", min_value=t0)
-    if scheme not in ("euler", "heun"):
+    if not isinstance(scheme, str) or scheme not in ("euler", "heun"):
         raise ValueError(f"scheme must be 'euler' or 'heun', got {scheme!r}")
     block = as_int(block, "block", min_value=1)
     if noise is not None:
@@ -356,6 +360,8 @@ def solve_particles(
         velocity = make_velocity(attention, d, beta, Q=Q, K=K, V=V, block=block, **extra)
     k_save = step_grid(t0, dt, t_eval)
     n_steps = int(k_save[-1])
+    check_cost("solve_particles", seconds=0.0, memory=8.0 * t_eval.size * n * d, parameter="len(t_eval) * N * d",
+               value=f"{t_eval.size} * {n} * {d}", largest=f"{int(_validate.COST_LIMIT_BYTES // 8)} saved numbers")
 
     out = np.empty((t_eval.size, n, d))
     save_pos = 0

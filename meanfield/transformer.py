@@ -24,7 +24,8 @@ from __future__ import annotations
 import math
 import numpy as np
 
-from ._validate import as_float, as_int, as_matrix, as_points, as_rng
+from . import _validate
+from ._validate import as_bool, as_float, as_int, as_matrix, as_points, as_rng, check_cost
 from .attention import DEFAULT_BLOCK, softmax_attention
 from .kernels import ActivationKernel
 from .noise import check_noise
@@ -94,12 +95,17 @@ class Transformer:
         if not isinstance(kernel, ActivationKernel):
             raise TypeError(f"kernel must be an ActivationKernel, got {type(kernel).__name__}")
         self.kernel = kernel
-        if variant not in ("sequential", "parallel"):
+        if not isinstance(variant, str) or variant not in ("sequential", "parallel"):
             raise ValueError(f"variant must be 'sequential' or 'parallel', got {variant!r}")
         self.variant = variant
         self.Q, self.K, self.V = as_matrix(Q, "Q", self.d), as_matrix(K, "K", self.d), as_matrix(V, "V", self.d)
         self.lmax = as_int(lmax, "lmax", min_value=0)
         self.block = as_int(block, "block", min_value=1)
+        if self.width is not None:
+            # one layer's weights (A, W, b) and a block of hidden activations
+            check_cost("Transformer", seconds=0.0, memory=8.0 * self.width * (2 * self.d + 1 + min(self.block, 2**22)),
+                       parameter="width", value=self.width,
+                       largest=int(_validate.COST_LIMIT_BYTES // (8 * (2 * self.d + 1))))
         if noise is not None:
             if self.width is not None:
                 raise ValueError("noise is used only in the Gaussian-field mode (width=None); "
@@ -108,6 +114,17 @@ class Transformer:
         elif self.width is None and self.d not in supported_dimensions():
             raise ValueError(f"width=None (Gaussian field) with d = {self.d} needs a noise source: pass noise= "
                              f"(NoisePath exists for d in {supported_dimensions()}), or use a finite width")
+        elif self.width is None:
+            # the default noise path is built by run(): refuse a degree it cannot build now, not then
+            from .noise._path import _largest_lmax, noise_path_cost
+            from .sphere import basis
+
+            largest = _largest_lmax(self.d, False, 40, type(basis(self.d, 0)).max_lmax)
+            if self.lmax > largest:
+                secs, mem = noise_path_cost(self.d, self.lmax)
+                check_cost("Transformer", seconds=secs, memory=mem, parameter="lmax", value=self.lmax, largest=largest)
+                raise ValueError(f"Transformer: lmax = {self.lmax} is above the largest degree accepted for the "
+                                 f"noise path on S^{self.d - 1} ({largest})")
         self.noise = noise
         self.alpha1 = self.T / self.L
         self.alpha2 = math.sqrt(self.T / self.L)
@@ -221,8 +238,12 @@ class Transformer:
         -------
         TransformerResult
         """
+        progress = as_bool(progress, "progress")
         x = as_points(x0, "x0", self.d)
         n = x.shape[0]
+        check_cost("Transformer.run", seconds=0.0, memory=8.0 * (self.L + 1) * n * self.d,
+                   parameter="(L + 1) * N * d", value=f"{self.L + 1} * {n} * {self.d}",
+                   largest=f"{int(_validate.COST_LIMIT_BYTES // 8)} saved numbers")
         gaussian = self.width is None
         if gaussian:
             if seed is not None and not isinstance(seed, (int, np.integer, np.random.SeedSequence, np.random.Generator)):

@@ -23,10 +23,10 @@ for its increments); every solver accepts it.
 """
 
 from ._base import NoiseField, NoiseSource, check_noise
-from ._path import FieldIncrement, NoisePath
+from ._path import FieldIncrement, NoisePath, noise_path_cost
 from ._random_features import RandomFeatureNoise
 from ._rotation import RotationNoise
-from ._tree import BrownianTree
+from ._tree import BrownianTree, tree_cost
 
 __all__ = ["NoiseSource", "NoiseField", "check_noise", "BrownianTree", "NoisePath", "FieldIncrement", "RandomFeatureNoise",
-           "RotationNoise"]
+           "RotationNoise", "noise_path_cost", "tree_cost"]

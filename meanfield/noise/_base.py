@@ -10,6 +10,19 @@ import numpy as np
 __all__ = ["NoiseSource", "NoiseField", "check_noise"]
 
 
+def field_points(x, d: int, name: str = "x") -> np.ndarray:
+    """Points (N, d) at which a noise field is evaluated, as float64; complex or non-numeric input raises."""
+    arr = np.asarray(x)
+    if arr.dtype.kind not in "biuf":
+        if np.iscomplexobj(arr):
+            raise TypeError(f"{name} must be real, got a complex array (dtype {arr.dtype})")
+        raise TypeError(f"{name} must be an array of real numbers, got dtype {arr.dtype}")
+    arr = arr.astype(np.float64, copy=False)
+    if arr.ndim != 2 or arr.shape[1] != d:
+        raise ValueError(f"{name} must have shape (N, {d}), got {arr.shape}")
+    return arr
+
+
 class NoiseField(abc.ABC):
     """The increment ΔW = W(t1, ·) - W(t0, ·) of a noise source over one step, evaluable at points.
 

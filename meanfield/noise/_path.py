@@ -4,16 +4,62 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validate import as_int
-from ..kernels import Kernel, SpectralKernel
-from ..sphere import basis, supported_dimensions
-from ._base import NoiseField, NoiseSource
-from ._tree import BrownianTree
+from .. import _validate
+from .._validate import as_int, check_cost
+from ..kernels import Kernel, SpectralKernel, funk_hecke_cost
+from ..sphere import basis, harmonic_dimension, supported_dimensions
+from ._base import NoiseField, NoiseSource, field_points
+from ._tree import BrownianTree, tree_cost
 
-__all__ = ["NoisePath", "FieldIncrement"]
+__all__ = ["NoisePath", "FieldIncrement", "noise_path_cost"]
 
 #: Below this many points the field is evaluated with the explicit basis matrix; above, by ducc0.
 _DIRECT_MAX_POINTS = 2048
+#: ... and only while the basis matrix has at most this many entries (points × coefficients):
+#: beyond it ducc0's transform is faster (1000 points: 0.003 s against 0.39 s at lmax = 128, 0.6 s against 23 s at lmax = 1024).
+_DIRECT_MAX_ENTRIES = 2**22
+#: Measured seconds per coefficient and component of one fast evaluation of a field at
+#: about 1000 points (ducc0: 0.35–0.62 s at lmax = 1024, 2.0–2.4 s at lmax = 2048 on S^2), rounded up.
+EVAL_SECONDS_PER_COEFF = 3e-7
+
+
+def noise_path_cost(d: int, lmax: int, *, spectral: bool = False, max_depth: int = 40) -> tuple[float, float]:
+    """Estimated (seconds, bytes) of building a :class:`NoisePath` and using its first increment.
+
+    The sum of the Funk–Hecke quadrature (skipped for a ``SpectralKernel``,
+    :func:`meanfield.kernels.funk_hecke_cost`), the first query of the Brownian tree of
+    d · n_coeffs numbers (:func:`meanfield.noise.tree_cost`) and one evaluation of the field
+    at about a thousand points. The constants were measured on a loaded 2-core machine
+    (lmax = 128–2048 on S^2) and rounded up; the estimate is 1.5–3 times the measured time.
+
+    Examples
+    --------
+    >>> secs, mem = noise_path_cost(3, 16)
+    >>> secs < 1 and mem < 2**30
+    True
+    """
+    n_coeffs = float(harmonic_dimension(d, lmax).sum())
+    secs, mem = tree_cost(int(d * n_coeffs), max_depth)
+    if not spectral:
+        secs += funk_hecke_cost(lmax)
+    secs += EVAL_SECONDS_PER_COEFF * d * n_coeffs
+    # basis layout arrays and a few copies of the coefficients
+    mem += 8.0 * (6 + 4 * d) * n_coeffs
+    return secs, mem
+
+
+def _largest_lmax(d: int, spectral: bool, max_depth: int, upper: int) -> int:
+    def ok(L):
+        secs, mem = noise_path_cost(d, L, spectral=spectral, max_depth=max_depth)
+        return secs <= _validate.COST_LIMIT_SECONDS and mem <= _validate.COST_LIMIT_BYTES
+
+    lo, hi = 0, upper + 1
+    if ok(upper):
+        return upper
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+    return lo
 
 
 class FieldIncrement(NoiseField):
@@ -51,11 +97,15 @@ class NoisePath(NoiseSource):
     d : {2, 3}
         Ambient dimension; tokens live on S^{d-1}.
     lmax : int, >= 0
-        Truncation degree l_σ of the field.
+        Truncation degree l_σ of the field. Degrees whose estimated cost
+        (:func:`noise_path_cost`) exceeds about a minute or 4 GiB are refused, with the
+        estimate and the largest accepted lmax (2622 on S^2, where the time of a first deep
+        query and the memory of the Brownian tree bind; 14389 on S^1, where the Funk–Hecke
+        quadrature binds).
     seed : int, SeedSequence or Generator
-    t_max : float
+    t_max : float, > 0
         The path lives on [0, t_max].
-    max_depth : int
+    max_depth : int, 1..52
         Depth of the Brownian tree (resolution t_max 2^-max_depth).
 
     Attributes
@@ -89,12 +139,22 @@ class NoisePath(NoiseSource):
                             f"got {type(kernel).__name__}")
         self.d = as_int(d, "d", min_value=2)
         if self.d not in supported_dimensions():
-            dims = " or ".join(map(str, supported_dimensions()))
-            raise ValueError(f"d must be {dims} for a NoisePath (the dimensions with a harmonic basis of S^(d-1)), "
-                             f"got {d}; use RandomFeatureNoise for other d")
+            dims = [str(k) for k in supported_dimensions()]
+            allowed = dims[0] if len(dims) == 1 else ", ".join(dims[:-1]) + " or " + dims[-1]
+            raise ValueError(f"d must be {allowed} for a NoisePath (it needs a harmonic basis of S^{{d-1}}), got "
+                             f"d = {d}; use RandomFeatureNoise for other d")
         if isinstance(kernel, SpectralKernel) and kernel.d != self.d:
             raise ValueError(f"kernel is a SpectralKernel on S^{kernel.d - 1}, but d = {self.d}")
-        self.lmax = as_int(lmax, "lmax", min_value=0, max_value=4096)
+        self.lmax = as_int(lmax, "NoisePath lmax", min_value=0)
+        max_depth = as_int(max_depth, "NoisePath max_depth", min_value=1, max_value=52)
+        spectral = isinstance(kernel, SpectralKernel)
+        cls = type(basis(self.d, 0))
+        largest = _largest_lmax(self.d, spectral, max_depth, cls.max_lmax)
+        if self.lmax > largest:
+            secs, mem = noise_path_cost(self.d, self.lmax, spectral=spectral, max_depth=max_depth)
+            check_cost("NoisePath", seconds=secs, memory=mem, parameter="lmax", value=self.lmax, largest=largest)
+            raise ValueError(f"NoisePath: lmax = {self.lmax} is above the largest degree of the harmonic basis of "
+                             f"S^{self.d - 1} ({cls.max_lmax}); the largest accepted lmax here is {largest}")
         self.source_kernel = kernel
         if isinstance(kernel, SpectralKernel):
             a = np.zeros(self.lmax + 1)
@@ -140,13 +200,11 @@ class NoisePath(NoiseSource):
 
     def evaluate(self, x, coeffs: np.ndarray) -> np.ndarray:
         """Σ_lm c_{a,lm} Y_lm(x) for each component a: points (N, d) -> values (N, d)."""
-        x = np.asarray(x, dtype=np.float64)
-        if x.ndim != 2 or x.shape[1] != self.d:
-            raise ValueError(f"x must have shape (N, {self.d}), got {x.shape}")
+        x = field_points(x, self.d)
         n = x.shape[0]
         b = self.basis
         out = np.empty((n, self.d))
-        if not b.fast_transforms or n <= _DIRECT_MAX_POINTS:
+        if not b.fast_transforms or (n <= _DIRECT_MAX_POINTS and n * self.n_coeffs <= _DIRECT_MAX_ENTRIES):
             block = max(1, 2**22 // self.n_coeffs)
             for s in range(0, n, block):
                 out[s : s + block] = b.real_basis(x[s : s + block]) @ coeffs.T

@@ -7,9 +7,10 @@ import struct
 
 import numpy as np
 
-from .._validate import as_float, as_int
+from .. import _validate
+from .._validate import as_float, as_int, check_cost
 from ..kernels import ActivationKernel
-from ._base import NoiseField, NoiseSource
+from ._base import NoiseField, NoiseSource, field_points
 from ._tree import _key_from_seed
 
 __all__ = ["RandomFeatureNoise"]
@@ -31,7 +32,8 @@ class RandomFeatureNoise(NoiseSource):
     d : int, >= 2
     width : int, >= 1
     seed : int, SeedSequence or Generator
-    t_max : float
+    t_max : float, > 0
+        Horizon; ``math.inf`` (default) for none. NaN, 0 and negative values raise.
 
     Examples
     --------
@@ -49,10 +51,18 @@ class RandomFeatureNoise(NoiseSource):
             raise TypeError(f"kernel must be an ActivationKernel, got {type(kernel).__name__}")
         self.d = as_int(d, "d", min_value=2)
         self.width = as_int(width, "width", min_value=1)
+        # the weights of one step, A (d, m), W (m, d), b (m,), and a block of hidden activations
+        per_width = 8.0 * (2 * self.d + 1)
+        check_cost("RandomFeatureNoise", seconds=0.0, memory=per_width * self.width + 8.0 * 2**22, parameter="width",
+                   value=self.width, largest=int((_validate.COST_LIMIT_BYTES - 8.0 * 2**22) // per_width))
         self.kernel = self.source_kernel = kernel
         self.kappa1 = kernel.kappa1
         self.kept_fraction = 1.0
-        self.t_max = float(t_max)
+        if isinstance(t_max, (int, float, np.integer, np.floating)) and not isinstance(t_max, bool) \
+                and math.isinf(t_max) and t_max > 0:
+            self.t_max = math.inf  # no horizon: every step draws fresh weights
+        else:
+            self.t_max = as_float(t_max, "t_max", min_value=0.0, strict_min=True)
         self._key = _key_from_seed(seed)
 
     def __repr__(self) -> str:
@@ -87,9 +97,7 @@ class _MLPField(NoiseField):
         self._c = math.sqrt(max(t1 - t0, 0.0)) * src.kernel.scale / math.sqrt(src.width)
 
     def __call__(self, x) -> np.ndarray:
-        x = np.asarray(x, dtype=np.float64)
-        if x.ndim != 2 or x.shape[1] != self.src.d:
-            raise ValueError(f"x must have shape (N, {self.src.d}), got {x.shape}")
+        x = field_points(x, self.src.d)
         out = np.empty_like(x)
         block = max(1, 2**22 // self.src.width)
         phi = self.src.kernel.phi

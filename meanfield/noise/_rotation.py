@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validate import as_float, as_int
-from ._base import NoiseField, NoiseSource
-from ._tree import BrownianTree
+from .. import _validate
+from .._validate import as_float, as_int, check_cost
+from ._base import NoiseField, NoiseSource, field_points
+from ._tree import BrownianTree, tree_cost
 
 __all__ = ["RotationNoise"]
+
+
+def _rotation_cost(d: int, max_depth: int) -> tuple[float, float]:
+    secs, mem = tree_cost(d * (d - 1) // 2, max_depth)
+    return secs, mem + 8.0 * 3 * d**2  # Ω and its exponential
 
 
 class RotationNoise(NoiseSource):
@@ -38,8 +44,17 @@ class RotationNoise(NoiseSource):
         self.scale = as_float(scale, "scale", min_value=0.0)
         self.kappa1 = self.scale**2
         self.kept_fraction = 1.0
+        depth = as_int(max_depth, "max_depth", min_value=1, max_value=52)
+        secs, mem = _rotation_cost(self.d, depth)
+        if secs > _validate.COST_LIMIT_SECONDS or mem > _validate.COST_LIMIT_BYTES:
+            lo, hi = 2, self.d
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                ms, mm = _rotation_cost(mid, depth)
+                lo, hi = (mid, hi) if ms <= _validate.COST_LIMIT_SECONDS and mm <= _validate.COST_LIMIT_BYTES else (lo, mid)
+            check_cost("RotationNoise", seconds=secs, memory=mem, parameter="d", value=self.d, largest=lo)
+        self.tree = BrownianTree((self.d * (self.d - 1) // 2,), seed, t_max=t_max, max_depth=max_depth)
         self.iu = np.triu_indices(self.d, 1)
-        self.tree = BrownianTree((len(self.iu[0]),), seed, t_max=t_max, max_depth=max_depth)
         self.t_max = self.tree.t_max
 
     def omega(self, t0: float, t1: float) -> np.ndarray:
@@ -82,4 +97,4 @@ class _LinearField(NoiseField):
         self.omega, self.t0, self.t1 = om, t0, t1
 
     def __call__(self, x) -> np.ndarray:
-        return np.asarray(x, dtype=np.float64) @ self.omega.T
+        return field_points(x, self.omega.shape[0]) @ self.omega.T

@@ -8,11 +8,18 @@ import math
 import numpy as np
 from scipy import special
 
-from .._validate import as_float, as_int, as_rng
+from .._validate import as_float, as_int, as_real_array, as_rng
 from ..attention import attention_eigenvalues
-from ..sphere import basis, sphere_area
+from ..sphere import basis, harmonic_dimension, sphere_area
 
-__all__ = ["InitialCondition", "Uniform", "VonMisesFisher", "Mixture", "initial_condition_from_dict"]
+__all__ = ["InitialCondition", "Uniform", "VonMisesFisher", "Mixture", "initial_condition_from_dict",
+           "check_resolved", "required_degree_of", "minimum_lmax"]
+
+#: Default relative L² accuracy asked of the truncated initial density (:meth:`InitialCondition.required_degree`).
+RESOLUTION_TOL = 1e-6
+
+#: Largest degree :meth:`InitialCondition.required_degree` searches.
+_REQUIRED_DEGREE_CAP = 4096
 
 
 class InitialCondition(abc.ABC):
@@ -42,10 +49,46 @@ class InitialCondition(abc.ABC):
         """Exact harmonic coefficients of ρ0 up to degree lmax."""
 
     def _check_x(self, x) -> np.ndarray:
-        x = np.asarray(x, dtype=np.float64)
+        x = as_real_array(x, "x", finite=False)
         if x.ndim != 2 or x.shape[1] != self.d:
             raise ValueError(f"x must have shape (N, {self.d}), got {x.shape}")
         return x
+
+    def degree_energies(self, lmax: int) -> np.ndarray:
+        """Energy ``E_l = Σ_m |ρ_lm|²`` of every degree l <= lmax (``Σ_l E_l = ∫ ρ²`` as lmax -> ∞)."""
+        lmax = as_int(lmax, "lmax", min_value=0)
+        b = basis(self.d, lmax)
+        return np.bincount(b.ell, weights=b.energy(self.coefficients(lmax)), minlength=lmax + 1)
+
+    def required_degree(self, tol: float = RESOLUTION_TOL) -> int:
+        """Smallest degree L at which the truncation ρ_L of ρ0 is accurate to ``tol`` in relative L² norm.
+
+        ``||ρ - ρ_L|| <= tol ||ρ||``, i.e. ``Σ_{l>L} E_l <= tol² Σ_l E_l``. The generic
+        version doubles the degree until the energies have decayed (up to 4096); subclasses
+        with closed-form energies override :meth:`degree_energies`.
+
+        Raises
+        ------
+        ValueError
+            ``tol`` is not in (0, 1), or ρ0 is not resolved below degree 4096.
+
+        Examples
+        --------
+        >>> VonMisesFisher([0, 0, 1], 500.0).required_degree(1e-6)
+        117
+        """
+        tol = as_float(tol, "tol", min_value=0.0, max_value=1.0, strict_min=True)
+        L = 16
+        while True:
+            e = self.degree_energies(L)
+            if not np.isfinite(e.sum()) or e.sum() <= 0:
+                raise ValueError(f"{self!r} has energies that are not finite and positive")
+            need = _required_from_energies(e, tol)
+            if need is not None:
+                return need
+            if L >= _REQUIRED_DEGREE_CAP:
+                raise ValueError(f"{self!r} is not resolved to tol = {tol:g} below degree {_REQUIRED_DEGREE_CAP}")
+            L = min(2 * L, _REQUIRED_DEGREE_CAP)
 
 
 class Uniform(InitialCondition):
@@ -86,6 +129,11 @@ class Uniform(InitialCondition):
         out[0] = 1.0 / math.sqrt(sphere_area(self.d))
         return out
 
+    def required_degree(self, tol: float = RESOLUTION_TOL) -> int:
+        """0: the uniform density is its degree-0 coefficient."""
+        as_float(tol, "tol", min_value=0.0, max_value=1.0, strict_min=True)
+        return 0
+
     def to_dict(self) -> dict:
         """Plain-dict description (for metadata and :func:`initial_condition_from_dict`)."""
         return {"kind": "uniform", "d": self.d}
@@ -115,7 +163,7 @@ class VonMisesFisher(InitialCondition):
     """
 
     def __init__(self, mu, kappa: float):
-        mu = np.asarray(mu, dtype=np.float64).ravel()
+        mu = as_real_array(mu, "mu", finite=False).ravel()
         if mu.size not in (2, 3) or not np.all(np.isfinite(mu)) or np.linalg.norm(mu) == 0:
             raise ValueError(f"mu must be a finite non-zero vector of length 2 or 3, got {mu}")
         self.mu = mu / np.linalg.norm(mu)
@@ -170,6 +218,13 @@ class VonMisesFisher(InitialCondition):
         b = basis(self.d, lmax)
         return c * lam[b.ell] * b.dirac(self.mu[None])[0]
 
+    def degree_energies(self, lmax: int) -> np.ndarray:
+        """Closed form ``E_l = C_d(κ)² λ_l(κ)² Z_l(1)`` (addition theorem: ``Σ_m |Y_lm(μ)|² = Z_l(1)``)."""
+        lmax = as_int(lmax, "lmax", min_value=0)
+        c = math.exp(self._log_scaled_const)
+        lam = attention_eigenvalues(self.d, self.kappa, lmax)
+        return (c * lam) ** 2 * harmonic_dimension(self.d, lmax) / sphere_area(self.d)
+
     def to_dict(self) -> dict:
         """Plain-dict description (for metadata and :func:`initial_condition_from_dict`)."""
         return {"kind": "vmf", "mu": self.mu.tolist(), "kappa": self.kappa}
@@ -198,7 +253,7 @@ class Mixture(InitialCondition):
         if len(ds) != 1:
             raise ValueError(f"all mixture components must live on the same sphere, got d = {sorted(ds)}")
         self.d = ds.pop()
-        w = np.full(len(comps), 1.0 / len(comps)) if weights is None else np.asarray(weights, dtype=np.float64)
+        w = np.full(len(comps), 1.0 / len(comps)) if weights is None else as_real_array(weights, "weights", finite=False)
         if w.shape != (len(comps),) or not np.all(np.isfinite(w)) or np.any(w < 0):
             raise ValueError(f"weights must be {len(comps)} finite non-negative numbers, got {weights}")
         if abs(w.sum() - 1.0) > 1e-12:
@@ -226,25 +281,219 @@ class Mixture(InitialCondition):
         """Exact coefficients Σ_k w_k (ρ_k)_lm up to degree lmax."""
         return sum(w * c.coefficients(lmax) for w, c in zip(self.weights, self.components))
 
+    def required_degree(self, tol: float = RESOLUTION_TOL) -> int:
+        """Largest required degree of the components with non-zero weight.
+
+        Each component k is then truncated to ``tol ||ρ_k||``, so the mixture to
+        ``tol Σ_k w_k ||ρ_k||``.
+        """
+        tol = as_float(tol, "tol", min_value=0.0, max_value=1.0, strict_min=True)
+        return max(c.required_degree(tol) for w, c in zip(self.weights, self.components) if w > 0)
+
     def to_dict(self) -> dict:
         """Plain-dict description (for metadata and :func:`initial_condition_from_dict`)."""
         return {"kind": "mixture", "weights": self.weights.tolist(), "components": [c.to_dict() for c in self.components]}
 
 
+_DICT_KEYS = {
+    "uniform": ({"kind"}, {"d"}),
+    "vmf": ({"kind", "kappa"}, {"mu"}),
+    "mixture": ({"kind", "components"}, {"weights"}),
+}
+
+
 def initial_condition_from_dict(spec: dict, d: int) -> InitialCondition:
     """Build an initial condition from a plain dict (used by the CLI / TOML configs).
 
-    ``{"kind": "uniform"}``, ``{"kind": "vmf", "mu": [...], "kappa": k}``,
-    ``{"kind": "mixture", "weights": [...], "components": [dict, ...]}``.
+    ``{"kind": "uniform"}``, ``{"kind": "vmf", "mu": [...], "kappa": k}`` (``kappa`` is
+    required, ``mu`` defaults to the last axis), ``{"kind": "mixture", "weights": [...],
+    "components": [dict, ...]}`` (``weights`` default to equal). Missing required keys and
+    unknown keys raise, naming them.
+
+    Examples
+    --------
+    >>> initial_condition_from_dict({"kind": "vmf", "kappa": 2.0}, 3)
+    VonMisesFisher(mu=[0.0, 0.0, 1.0], kappa=2.0)
     """
-    kind = str(spec.get("kind", "")).lower()
+    d = as_int(d, "d", min_value=2)
+    if not isinstance(spec, dict):
+        raise TypeError(f"an initial condition spec must be a dict, got {type(spec).__name__}")
+    if "kind" not in spec:
+        raise ValueError(f"initial condition spec {spec!r} has no 'kind'; use 'uniform', 'vmf' or 'mixture'")
+    if not isinstance(spec["kind"], str):
+        raise TypeError(f"initial condition 'kind' must be a string, got {spec['kind']!r}")
+    kind = spec["kind"].lower()
+    if kind not in _DICT_KEYS:
+        raise ValueError(f"unknown initial condition kind {spec['kind']!r}; use 'uniform', 'vmf' or 'mixture'")
+    required, optional = _DICT_KEYS[kind]
+    missing = sorted(required - spec.keys())
+    if missing:
+        raise ValueError(f"a {kind!r} initial condition needs the key(s) {', '.join(map(repr, missing))}; got "
+                         f"{spec!r}")
+    unknown = sorted(set(map(str, spec.keys())) - required - optional)
+    if unknown:
+        allowed = ", ".join(map(repr, sorted(required | optional)))
+        raise ValueError(f"unknown key(s) {', '.join(map(repr, unknown))} in a {kind!r} initial condition; "
+                         f"allowed: {allowed}")
     if kind == "uniform":
+        if "d" in spec and as_int(spec["d"], "uniform initial condition 'd'", min_value=2) != d:
+            raise ValueError(f"the uniform initial condition has d = {spec['d']} but the solver runs with d = {d}")
         return Uniform(d)
     if kind == "vmf":
         mu = spec.get("mu", [0.0] * (d - 1) + [1.0])
-        if len(mu) != d:
-            raise ValueError(f"vmf mu must have length d = {d}, got {mu}")
-        return VonMisesFisher(mu, spec.get("kappa", 1.0))
-    if kind == "mixture":
-        return Mixture([initial_condition_from_dict(c, d) for c in spec["components"]], spec.get("weights"))
-    raise ValueError(f"unknown initial condition kind {kind!r}; use 'uniform', 'vmf' or 'mixture'")
+        mu = as_real_array(mu, "vmf 'mu'")
+        if mu.shape != (d,):
+            raise ValueError(f"vmf 'mu' must have length d = {d}, got {spec.get('mu')!r}")
+        return VonMisesFisher(mu, as_float(spec["kappa"], "vmf 'kappa'", min_value=0.0))
+    comps = spec["components"]
+    if not isinstance(comps, (list, tuple)) or not comps:
+        raise ValueError(f"mixture 'components' must be a non-empty list of dicts, got {comps!r}")
+    return Mixture([initial_condition_from_dict(c, d) for c in comps], spec.get("weights"))
+
+
+#: Largest degree at which :func:`required_degree_of` analyses a callable density.
+CALLABLE_DEGREE_CAP = 512
+
+
+def _required_from_energies(e: np.ndarray, tol: float) -> int | None:
+    """Smallest L with Σ_{l>L} E_l <= tol² Σ E_l, if the top quarter of the degrees is already below it."""
+    tail = np.cumsum(e[::-1])[::-1]
+    total = tail[0]
+    if not np.isfinite(total) or total <= 0:
+        return None
+    ok = np.nonzero(tail[1:] <= tol**2 * total)[0]
+    L = e.size - 1
+    return int(ok[0]) if ok.size and ok[0] + 1 <= (3 * L) // 4 else None
+
+
+def required_degree_of(rho0, d: int, tol: float = RESOLUTION_TOL, *, start: int = 16) -> int | None:
+    """Degree at which ρ0 is resolved to ``tol`` (relative L²), for an initial condition or a callable density.
+
+    An :class:`InitialCondition` answers with :meth:`InitialCondition.required_degree`. A
+    callable ``rho0(x)`` (points (N, d) -> (N,)) is projected by quadrature on degrees
+    ``start``, ``2 start``, ... up to :data:`CALLABLE_DEGREE_CAP` until its degree energies
+    have decayed; returns None if it is not resolved by then.
+
+    Examples
+    --------
+    >>> v = VonMisesFisher([0, 0, 1], 500.0)
+    >>> required_degree_of(v.density, 3) == v.required_degree()
+    True
+    """
+    tol = as_float(tol, "tol", min_value=0.0, max_value=1.0, strict_min=True)
+    if isinstance(rho0, InitialCondition):
+        try:
+            return rho0.required_degree(tol)
+        except ValueError:
+            return None
+    if not callable(rho0):
+        raise TypeError(f"rho0 must be an InitialCondition or a callable density, got {type(rho0).__name__}")
+    L = max(4, as_int(start, "start", min_value=1))
+    while True:
+        b = basis(d, L)
+        g = b.grid()
+        vals = np.asarray(rho0(g.points), dtype=np.float64)
+        if vals.shape != (g.Q,) or not np.all(np.isfinite(vals)):
+            return None
+        c = g.analysis(vals)
+        need = _required_from_energies(np.bincount(b.ell, weights=b.energy(c), minlength=L + 1), tol)
+        if need is not None:
+            return need
+        if L >= CALLABLE_DEGREE_CAP:
+            return None
+        L = min(2 * L, CALLABLE_DEGREE_CAP)
+
+
+def _negative_mass(rho0, d: int, L: int) -> float:
+    """∫ max(-ρ_L, 0) of the degree-L truncation (exact coefficients, or quadrature for a callable)."""
+    b = basis(d, L)
+    g = b.grid()
+    if isinstance(rho0, InitialCondition):
+        c = rho0.coefficients(L)
+    else:
+        c = g.analysis(np.asarray(rho0(g.points), dtype=np.float64))
+    return float(np.einsum("i,i->", g.weights, np.maximum(-g.synth(c), 0.0)))
+
+
+def minimum_lmax(rho0, tail_tol: float, *, neg_tol: float | None = None, d: int | None = None) -> int | None:
+    """Smallest lmax at which the truncated ρ0 passes the solver's checks of resolution.
+
+    The spectral-tail check (energy beyond degree 3 lmax / 4 at most ``tail_tol``) needs
+    lmax >= ``ceil(4 N / 3)`` with ``N = required_degree(sqrt(tail_tol))``; with ``neg_tol``
+    the degree is then raised until the negative part ``∫ max(-ρ_L, 0)`` of the truncation
+    is at most ``neg_tol`` too (searched up to twice the tail degree). None if ρ0 (a
+    callable) is not resolved below :data:`CALLABLE_DEGREE_CAP` or the negative part does
+    not fall below ``neg_tol`` in that range.
+
+    Examples
+    --------
+    >>> minimum_lmax(VonMisesFisher([0, 0, 1], 500.0), 1e-4)
+    90
+    >>> minimum_lmax(VonMisesFisher([0, 0, 1], 500.0), 1e-4, neg_tol=1e-3)
+    92
+    """
+    tail_tol = as_float(tail_tol, "tail_tol", min_value=0.0, max_value=1.0, strict_min=True)
+    if isinstance(rho0, InitialCondition):
+        d = rho0.d
+    elif d is None:
+        raise TypeError("minimum_lmax needs d for a callable rho0")
+    need = required_degree_of(rho0, d, math.sqrt(tail_tol))
+    if need is None:
+        return None
+    L = max(1, -(-4 * need // 3))
+    if neg_tol is None:
+        return L
+    neg_tol = as_float(neg_tol, "neg_tol", min_value=0.0)
+    for candidate in range(L, 2 * L + 17):
+        if _negative_mass(rho0, d, candidate) <= neg_tol:
+            return candidate
+    return None
+
+
+def check_resolved(rho0, lmax: int, tol: float = RESOLUTION_TOL, *, d: int | None = None,
+                   tail_tol: float | None = None, neg_tol: float | None = None) -> int:
+    """Raise if degree ``lmax`` under-resolves ρ0; returns the smallest degree accepted.
+
+    ``rho0`` is an :class:`InitialCondition`, or a callable density together with ``d``.
+    Without ``tail_tol`` the criterion is a relative L² truncation error of at most ``tol``
+    (lmax >= ``required_degree(tol)``); with ``tail_tol`` (and optionally ``neg_tol``) it is
+    the solver's own checks of resolution (lmax >= :func:`minimum_lmax`). Call it when a
+    truncated ρ0 fails a mass or sign check, or before a run: a sharp density (a von
+    Mises–Fisher of large κ at a low degree) has a truncation with negative values and,
+    projected by quadrature, the wrong mass, and the remedy is a larger lmax, which the
+    message gives. If the degree cannot be determined, the message says so.
+
+    Examples
+    --------
+    >>> check_resolved(VonMisesFisher([0, 0, 1], 2.0), 32)
+    9
+    >>> check_resolved(VonMisesFisher([0, 0, 1], 500.0), 16)
+    Traceback (most recent call last):
+    ...
+    ValueError: rho0 = VonMisesFisher(mu=[0.0, 0.0, 1.0], kappa=500.0) is under-resolved at lmax = 16: its harmonic coefficients fall below tol = 1e-06 (relative L2 error) only from degree 117; use lmax >= 117
+    >>> check_resolved(VonMisesFisher([0, 0, 1], 500.0), 16, tail_tol=1e-4, neg_tol=1e-3)
+    Traceback (most recent call last):
+    ...
+    ValueError: rho0 = VonMisesFisher(mu=[0.0, 0.0, 1.0], kappa=500.0) is under-resolved at lmax = 16: its truncation passes the checks of resolution (spectral tail <= 0.0001, negative part <= 0.001) only from lmax = 92; use lmax >= 92
+    """
+    lmax = as_int(lmax, "lmax", min_value=0)
+    if isinstance(rho0, InitialCondition):
+        d = rho0.d
+    elif d is None:
+        raise TypeError("check_resolved needs d for a callable rho0")
+    label = repr(rho0) if isinstance(rho0, InitialCondition) else "the callable density"
+    if tail_tol is not None:
+        need = minimum_lmax(rho0, tail_tol, neg_tol=neg_tol, d=d)
+        crit = f"spectral tail <= {tail_tol:g}" + ("" if neg_tol is None else f", negative part <= {neg_tol:g}")
+        if need is not None and lmax < need:
+            raise ValueError(f"rho0 = {label} is under-resolved at lmax = {lmax}: its truncation passes the checks of "
+                             f"resolution ({crit}) only from lmax = {need}; use lmax >= {need}")
+    else:
+        need = required_degree_of(rho0, d, tol, start=max(16, lmax))
+        if need is not None and lmax < need:
+            raise ValueError(f"rho0 = {label} is under-resolved at lmax = {lmax}: its harmonic coefficients fall "
+                             f"below tol = {tol:g} (relative L2 error) only from degree {need}; use lmax >= {need}")
+    if need is None:
+        raise ValueError(f"rho0 = {label} is under-resolved at lmax = {lmax} and no degree up to "
+                         f"{max(CALLABLE_DEGREE_CAP, 2 * lmax)} resolves it")
+    return need

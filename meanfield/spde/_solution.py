@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from .._serialise import json_default
+from .._validate import as_bool, as_int, as_real_array
 from ..attention import attention_eigenvalues
 from ..sphere import Basis, Grid, basis
 from ._velocity import Velocity
@@ -76,6 +77,14 @@ class SPDESolution:
     def __repr__(self) -> str:
         return f"SPDESolution(d={self.d}, lmax={self.lmax}, n_saved={len(self)}, t_final={self.times[-1] if len(self) else None})"
 
+    def _index(self, i) -> int:
+        """Saved-state index i (negative counts from the end), validated."""
+        n = len(self)
+        i = as_int(i, "i")
+        if not -n <= i < n:
+            raise IndexError(f"i = {i} is out of range for a solution with {n} saved states (use -{n} <= i < {n})")
+        return i % n
+
     @property
     def grid(self) -> Grid:
         """The 3/2-rule quadrature grid of the basis (built on first use)."""
@@ -85,14 +94,14 @@ class SPDESolution:
 
     def real_coefficients(self, i: int) -> np.ndarray:
         """Coefficients of saved state i in the real orthonormal basis of :mod:`meanfield.harmonics`."""
-        return self.basis.to_real(self.coeffs[i])
+        return self.basis.to_real(self.coeffs[self._index(i)])
 
     def evaluate(self, i: int, x) -> np.ndarray:
         """ρ_{t_i}(x) at points x (N, d) -> (N,)."""
-        x = np.asarray(x, dtype=np.float64)
+        x = as_real_array(x, "x")
         if x.ndim != 2 or x.shape[1] != self.d:
             raise ValueError(f"x must have shape (N, {self.d}), got {x.shape}")
-        return self.basis.evaluate(self.coeffs[i], x)
+        return self.basis.evaluate(self.coeffs[self._index(i)], x)
 
     def density_on_grid(self, i: int, nlat: int | None = None, nlon: int | None = None):
         """ρ_{t_i} on a regular grid for plotting.
@@ -103,43 +112,43 @@ class SPDESolution:
         Clenshaw–Curtis grid (poles included, colatitude π j/(nlat-1), longitude 2π k/nlon).
         S^1: (theta (nlon,), values (nlon,)).
         """
-        return self.basis.plot_values(self.coeffs[i], nlat, nlon)
+        return self.basis.plot_values(self.coeffs[self._index(i)], nlat, nlon)
 
     def mass(self, i: int) -> float:
         """∫ ρ_{t_i} = ``ρ_00 sqrt(|S^{d-1}|)`` (SPEC §5.6)."""
-        return self.basis.mass(self.coeffs[i])
+        return self.basis.mass(self.coeffs[self._index(i)])
 
     def min_density(self, i: int) -> float:
         """Minimum of ρ_{t_i} over the 3/2-rule quadrature grid."""
-        return float(self.grid.synth(self.coeffs[i]).min())
+        return float(self.grid.synth(self.coeffs[self._index(i)]).min())
 
     def negative_mass(self, i: int) -> float:
         """∫ max(-ρ_{t_i}, 0), by quadrature on the 3/2-rule grid."""
         g = self.grid
-        return float(np.einsum("i,i->", g.weights, np.maximum(-g.synth(self.coeffs[i]), 0.0)))
+        return float(np.einsum("i,i->", g.weights, np.maximum(-g.synth(self.coeffs[self._index(i)]), 0.0)))
 
     def tail_energy(self, i: int) -> float:
         """Spectral energy in the top quarter of degrees (l > 3 lmax / 4) relative to the total.
 
         ``Σ_{l > 3L/4} Σ_m |ρ_lm|² / Σ_l Σ_m |ρ_lm|²``  (real-basis energies).
         """
-        return tail_fraction(self.basis, self.coeffs[i])
+        return tail_fraction(self.basis, self.coeffs[self._index(i)])
 
     def spectrum(self, i: int) -> np.ndarray:
         """Degree energies ``E_l = Σ_m |ρ_lm|²``, shape (lmax + 1,)."""
         b = self.basis
-        return np.bincount(b.ell, weights=b.energy(self.coeffs[i]), minlength=self.lmax + 1)
+        return np.bincount(b.ell, weights=b.energy(self.coeffs[self._index(i)]), minlength=self.lmax + 1)
 
     def velocity(self, i: int, x) -> np.ndarray:
         """Attention velocity v[ρ_{t_i}](x) = P_x A(x; ρ_{t_i}) at points x (N, d) -> (N, d) (SPEC §4, §9)."""
         if self.beta <= 0:
             raise ValueError("velocity needs beta > 0")
-        x = np.asarray(x, dtype=np.float64)
+        x = as_real_array(x, "x")
         if x.ndim != 2 or x.shape[1] != self.d:
             raise ValueError(f"x must have shape (N, {self.d}), got {x.shape}")
         if self._vel is None:
             self._vel = Velocity(self.d, self.lmax, self.beta, self.V)
-        return self._vel.at_points(self.coeffs[i], x)[0]
+        return self._vel.at_points(self.coeffs[self._index(i)], x)[0]
 
     def attention_energy(self, i: int) -> float:
         """E_β^+(ρ_{t_i}) = (1/2β) ∫∫ e^{β<x,y>} ρ ρ = ``(1/2β) Σ_lm λ_l |ρ_lm|²`` (SPEC §5.7)."""
@@ -147,7 +156,7 @@ class SPDESolution:
             raise ValueError("attention_energy needs beta > 0")
         b = self.basis
         lam = attention_eigenvalues(self.d, self.beta, self.lmax)[b.ell]
-        return float(math.exp(self.beta) / (2 * self.beta) * np.sum(lam * b.mult * np.abs(self.coeffs[i]) ** 2))
+        return float(math.exp(self.beta) / (2 * self.beta) * np.sum(lam * b.mult * np.abs(self.coeffs[self._index(i)]) ** 2))
 
     def quadrature_cloud(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         """Weighted point cloud (x_q, w_q ρ_{t_i}(x_q)) representing ρ_{t_i} (for Wasserstein distances).
@@ -155,7 +164,116 @@ class SPDESolution:
         The weights sum to the mass; they are negative where the truncated density is.
         """
         g = self.grid
-        return g.points.copy(), g.weights * g.synth(self.coeffs[i])
+        return g.points.copy(), g.weights * g.synth(self.coeffs[self._index(i)])
+
+    # -- plotting and labelled export ------------------------------------------------------
+    def plot(self, i: int = -1, ax=None, **kwargs):
+        """Draw ρ_{t_i}: a colour map over (longitude, colatitude) on S^2, the curve θ -> ρ(θ) on S^1.
+
+        Parameters
+        ----------
+        i : int
+            Saved-state index (default the last).
+        ax : matplotlib Axes, optional
+            Axes to draw into; a new figure is made otherwise.
+        **kwargs
+            Passed to ``pcolormesh`` (S^2) or ``plot`` (S^1).
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        import matplotlib.pyplot as plt
+
+        k = self._index(i)
+        if ax is None:
+            _, ax = plt.subplots(figsize=(6, 3.2) if self.d == 3 else (5, 3.2))
+        if self.d == 3:
+            colat, lon, vals = self.density_on_grid(k)
+            mesh = ax.pcolormesh(np.degrees(lon), np.degrees(colat), vals, shading="nearest", **kwargs)
+            ax.figure.colorbar(mesh, ax=ax, label="density")
+            ax.set_xlabel("longitude (degrees)")
+            ax.set_ylabel("colatitude (degrees)")
+            ax.invert_yaxis()
+        else:
+            theta, vals = self.density_on_grid(k)
+            ax.plot(theta, vals, **kwargs)
+            ax.set_xlabel("angle θ")
+            ax.set_ylabel("density")
+        ax.set_title(f"t = {self.times[k]:.4g}")
+        return ax
+
+    def to_xarray(self, *, density: bool = False):
+        """The saved states as an ``xarray.Dataset``, coefficients in the real orthonormal layout.
+
+        Variables: ``coefficients`` (time, coefficient) with the coordinates ``time``,
+        ``degree`` and ``order`` (the (l, m) labels of :meth:`meanfield.sphere.Basis.labels`;
+        on S^1, m = k for cos kθ and -k for sin kθ). With ``density=True`` also ``density``
+        on the plotting grid: (time, colatitude, longitude) on S^2, (time, theta) on S^1
+        (angles in radians). Attributes: d, lmax, beta, V and the metadata (JSON strings).
+
+        Examples
+        --------
+        >>> from meanfield.spde import VonMisesFisher, solve_spde
+        >>> sol = solve_spde(VonMisesFisher([0, 1], 2.0), None, beta=1.0, lmax=16, dt=0.05, t_eval=[0.0, 0.1], d=2)
+        >>> ds = sol.to_xarray()
+        >>> ds["coefficients"].dims, int(ds["degree"][3]), int(ds["order"][4])
+        (('time', 'coefficient'), 2, -2)
+        """
+        import xarray as xr
+
+        density = as_bool(density, "density")
+        labels = self.basis.labels()
+        real = np.stack([self.basis.to_real(c) for c in self.coeffs]) if len(self) else np.zeros((0, labels.shape[0]))
+        ds = xr.Dataset(
+            {"coefficients": (("time", "coefficient"), np.asarray(real, dtype=np.float64))},
+            coords={
+                "time": ("time", self.times),
+                "coefficient": ("coefficient", np.arange(labels.shape[0])),
+                "degree": ("coefficient", labels[:, 0].astype(np.int64)),
+                "order": ("coefficient", labels[:, 1].astype(np.int64)),
+            },
+            attrs={
+                "d": self.d,
+                "lmax": self.lmax,
+                "beta": self.beta,
+                "V": json.dumps(None if self.V is None else self.V.tolist()),
+                "meta": json.dumps(self.meta, default=json_default),
+                "layout": "real orthonormal basis of meanfield.sphere.basis(d, lmax)",
+            },
+        )
+        ds["time"].attrs["long_name"] = "time"
+        ds["coefficients"].attrs["long_name"] = "harmonic coefficients of the density"
+        if density and len(self):
+            grids = [self.density_on_grid(k) for k in range(len(self))]
+            if self.d == 3:
+                colat, lon = grids[0][0], grids[0][1]
+                ds["density"] = (("time", "colatitude", "longitude"), np.stack([g[2] for g in grids]))
+                ds = ds.assign_coords(colatitude=("colatitude", colat), longitude=("longitude", lon))
+            else:
+                ds["density"] = (("time", "theta"), np.stack([g[1] for g in grids]))
+                ds = ds.assign_coords(theta=("theta", grids[0][0]))
+        return ds
+
+    def to_netcdf(self, path, *, density: bool = False) -> str:
+        """Write :meth:`to_xarray` to a NetCDF file; returns the path. Read it back with :meth:`from_netcdf`."""
+        path = str(path)
+        self.to_xarray(density=density).to_netcdf(path)
+        return path
+
+    @classmethod
+    def from_netcdf(cls, path) -> "SPDESolution":
+        """Read a file written by :meth:`to_netcdf` (the state coefficients are rebuilt from the real layout)."""
+        import xarray as xr
+
+        with xr.open_dataset(path) as ds:
+            ds.load()
+            d, lmax = int(ds.attrs["d"]), int(ds.attrs["lmax"])
+            b = basis(d, lmax)
+            real = ds["coefficients"].values
+            coeffs = np.stack([b.from_real(r) for r in real]) if real.shape[0] else np.zeros((0, b.n_state), b.state_dtype)
+            return cls(d, lmax, ds["time"].values, coeffs, float(ds.attrs["beta"]), json.loads(ds.attrs["V"]),
+                       json.loads(ds.attrs["meta"]))
 
     def save(self, path) -> str:
         """Write times, coefficients and JSON metadata to an ``.npz`` file; returns the path."""

@@ -7,11 +7,11 @@ import time as _time
 
 import numpy as np
 
-from .._validate import as_float, as_int, as_matrix
+from .._validate import as_bool, as_float, as_int, as_matrix
 from ..attention import required_degree
 from ..noise import check_noise
 from ..sphere import Basis, Grid, basis, check_dimension
-from ._initial import InitialCondition, Uniform, initial_condition_from_dict
+from ._initial import InitialCondition, Uniform, check_resolved, initial_condition_from_dict
 from ._schemes import Problem, get_scheme
 from ._solution import SPDESolution, SPDEResolutionError, tail_fraction
 from ._velocity import Velocity
@@ -52,7 +52,7 @@ def coefficient_degrees(d: int, lmax: int) -> tuple[np.ndarray, np.ndarray]:
     return b.ell.copy(), b.mult.copy()
 
 
-def initial_coefficients(rho0, b: Basis, grid: Grid, neg_tol: float) -> tuple[np.ndarray, dict]:
+def initial_coefficients(rho0, b: Basis, grid: Grid, neg_tol: float, tail_tol: float | None = None) -> tuple[np.ndarray, dict]:
     """State coefficients of ρ0 at the basis degree and a plain-dict description of ρ0 (validated)."""
     d, lmax = b.d, b.lmax
     if isinstance(rho0, dict):
@@ -70,6 +70,12 @@ def initial_coefficients(rho0, b: Basis, grid: Grid, neg_tol: float) -> tuple[np
         vals = rho0.density(grid.points)
         if np.any(vals < 0):
             raise ValueError("rho0 must be non-negative")
+        if tail_tol is not None:
+            truncated = grid.synth(c)
+            negm = float(np.einsum("i,i->", grid.weights, np.maximum(-truncated, 0.0)))
+            if tail_fraction(b, c) > tail_tol or negm > neg_tol:
+                # the truncation at this degree would fail the run's first resolution check: say which degree works
+                check_resolved(rho0, lmax, d=d, tail_tol=tail_tol, neg_tol=neg_tol)
     elif callable(rho0):
         vals = np.asarray(rho0(grid.points), dtype=np.float64)
         if vals.shape != (grid.Q,):
@@ -78,6 +84,10 @@ def initial_coefficients(rho0, b: Basis, grid: Grid, neg_tol: float) -> tuple[np
             raise ValueError("rho0 returned NaN or infinite values")
         if np.any(vals < 0):
             raise ValueError(f"rho0 must be non-negative; its minimum on the quadrature grid is {vals.min():.3g}")
+        if tail_tol is not None:
+            c_try = grid.analysis(vals)
+            if abs(b.mass(c_try) - 1.0) > 1e-6 or tail_fraction(b, c_try) > tail_tol:
+                check_resolved(rho0, lmax, d=d, tail_tol=tail_tol, neg_tol=neg_tol)
         c = grid.analysis(vals)
         desc = {"kind": "callable", "repr": repr(rho0)}
     else:
@@ -218,7 +228,8 @@ def solve_spde(
     scheme_cls = get_scheme(scheme)
     if noise_map not in ("projected", "flow"):
         raise ValueError(f"noise_map must be 'projected' or 'flow', got {noise_map!r}")
-    attention, noise_on = bool(attention), bool(noise_on)
+    attention, noise_on = as_bool(attention, "attention"), as_bool(noise_on, "noise_on")
+    progress = as_bool(progress, "progress")
     if noise is None:
         noise_on = False
         if d is None:
@@ -272,7 +283,7 @@ def solve_spde(
         attention=attention, kappa1=float(noise.kappa1) if noise_on else 0.0,
         vmax=(1.0 if V is None else float(np.linalg.norm(V, 2))) if attention else 0.0, noise_map=noise_map)
     scheme_cls.check(problem)
-    c, rho0_desc = initial_coefficients(rho0, b, grid, neg_tol)
+    c, rho0_desc = initial_coefficients(rho0, b, grid, neg_tol, tail_tol)
     stepper = scheme_cls(problem)
     vel = Velocity(d, lmax, beta, V) if attention else None
     filt = np.exp(-36.0 * (b.ell / lmax) ** filter) if filter is not None else None

@@ -12,7 +12,7 @@ from scipy import special
 
 from ._geometry import sphere_area
 
-__all__ = ["harmonic_dimension", "legendre_d", "zonal", "zonal_derivative"]
+__all__ = ["harmonic_dimension", "legendre_d", "legendre_recurrence", "zonal", "zonal_derivative"]
 
 
 def harmonic_dimension(d: int, lmax: int) -> np.ndarray:
@@ -27,20 +27,57 @@ def harmonic_dimension(d: int, lmax: int) -> np.ndarray:
     return np.rint(out)
 
 
+def _check_dimension_degree(d, lmax) -> tuple[int, int]:
+    from .._validate import as_int
+
+    return as_int(d, "d", min_value=2), as_int(lmax, "lmax", min_value=0)
+
+
+def legendre_recurrence(d: int, lmax: int, t):
+    """Yield P_l^{(d)}(t) for l = 0..lmax by the three-term recurrence, one degree at a time.
+
+    P_0 = 1, P_1 = t and, with a = d - 2,
+    ``P_{l+1} = ((2l + a) t P_l - l P_{l-1}) / (l + a)`` (Chebyshev for d = 2, Legendre for
+    d = 3, normalised Gegenbauer for d >= 4). The recurrence is stable on [-1, 1]; memory is
+    O(size of t) whatever lmax, and a consumer can stop or be interrupted between degrees.
+
+    Examples
+    --------
+    >>> [round(float(p), 12) for p in legendre_recurrence(3, 2, 0.5)]
+    [1.0, 0.5, -0.125]
+    """
+    t = np.asarray(t, dtype=np.float64)
+    a = d - 2.0
+    prev = np.ones_like(t)
+    yield prev
+    if lmax < 1:
+        return
+    cur = t.copy()
+    yield cur
+    for l in range(1, lmax):
+        nxt = ((2.0 * l + a) * t * cur - l * prev) / (l + a)
+        prev, cur = cur, nxt
+        yield cur
+
+
 def legendre_d(d: int, lmax: int, t) -> np.ndarray:
     """Legendre polynomials of dimension d, P_l^{(d)}(t) with P_l^{(d)}(1) = 1.
 
     d = 2: Chebyshev T_l; d = 3: Legendre P_l; d >= 4: C_l^{(d-2)/2}(t) / C_l^{(d-2)/2}(1).
-    Returns an array of shape ``(lmax + 1,) + shape(t)``.
+    Returns an array of shape ``(lmax + 1,) + shape(t)``, computed by the three-term
+    recurrence of :func:`legendre_recurrence` in O(lmax · size(t)) time.
+
+    Examples
+    --------
+    >>> legendre_d(2, 3, 0.5).round(12).tolist()   # cos(k π/3)
+    [1.0, 0.5, -0.5, -1.0]
     """
+    d, lmax = _check_dimension_degree(d, lmax)
     t = np.asarray(t, dtype=np.float64)
-    ls = np.arange(lmax + 1).reshape((-1,) + (1,) * t.ndim)
-    if d == 2:
-        return special.eval_chebyt(ls, t)
-    if d == 3:
-        return special.eval_legendre(ls, t)
-    alpha = (d - 2) / 2
-    return special.eval_gegenbauer(ls, alpha, t) / special.eval_gegenbauer(ls, alpha, 1.0)
+    out = np.empty((lmax + 1,) + t.shape)
+    for l, p in enumerate(legendre_recurrence(d, lmax, t)):
+        out[l] = p
+    return out
 
 
 def zonal(d: int, lmax: int, t) -> np.ndarray:
