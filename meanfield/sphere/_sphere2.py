@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import ducc0
@@ -123,6 +124,12 @@ class S2Basis(Basis):
         return np.pi * np.arange(nlat) / (nlat - 1), 2 * np.pi * np.arange(nlon) / nlon, vals
 
 
+def _gl_rings(nlat: int) -> tuple[np.ndarray, np.ndarray]:
+    """Colatitudes (increasing) and Gauss–Legendre weights (sum 2) of ducc0's 'GL' rings."""
+    _, wg = gauss_legendre(nlat)
+    return np.asarray(ducc0.misc.GL_thetas(nlat), dtype=np.float64), wg[::-1].copy()
+
+
 class S2Grid(Grid):
     """Gauss–Legendre rings (ducc0 'GL' order, colatitude increasing) × n_φ = 2 n_θ longitudes.
 
@@ -135,17 +142,36 @@ class S2Grid(Grid):
         self.nthreads = default_threads()
         self.nlat = (3 * self.lmax) // 2 + 2 if n is None else n
         self.nphi = 2 * self.nlat
-        xg, wg = gauss_legendre(self.nlat)
-        theta = np.arccos(xg)[::-1]
-        wg = wg[::-1]
+        theta, wg = _gl_rings(self.nlat)
         phi = 2 * np.pi * np.arange(self.nphi) / self.nphi
-        T, P = np.meshgrid(theta, phi, indexing="ij")
-        self.loc = np.stack([T.ravel(), P.ravel()], axis=1)
-        self.points = angles_to_cart(self.loc)
+        self._theta, self._phi = theta, phi
+        # nodes and frame from ring (θ) and meridian (φ) values: nlat + nphi trigonometric calls, not Q
+        ct, st = np.cos(theta)[:, None], np.sin(theta)[:, None]
+        cp, sp = np.cos(phi)[None, :], np.sin(phi)[None, :]
+        shape = (self.nlat, self.nphi, 3)
+        pts = np.empty(shape)
+        pts[..., 0] = st * cp
+        pts[..., 1] = st * sp
+        pts[..., 2] = ct
+        e_t = np.empty(shape)
+        e_t[..., 0] = ct * cp
+        e_t[..., 1] = ct * sp
+        e_t[..., 2] = -st
+        e_p = np.empty(shape)
+        e_p[..., 0] = -sp
+        e_p[..., 1] = cp
+        e_p[..., 2] = 0.0
+        self.points = pts.reshape(-1, 3)
+        self.e_theta, self.e_phi = e_t.reshape(-1, 3), e_p.reshape(-1, 3)
         self.weights = np.repeat(wg * 2 * np.pi / self.nphi, self.nphi)
-        self.e_theta, self.e_phi = tangent_frame(self.loc)
         ell = basis.ell
         self.sqrt_ll = np.sqrt(ell * (ell + 1.0))
+
+    @functools.cached_property
+    def loc(self) -> np.ndarray:
+        """(colatitude, longitude) of the nodes, shape (Q, 2)."""
+        T, P = np.meshgrid(self._theta, self._phi, indexing="ij")
+        return np.stack([T.ravel(), P.ravel()], axis=1)
 
     def describe(self) -> dict:
         return {"nlat": self.nlat, "nphi": self.nphi, "M": None, "Q": self.Q}
