@@ -7,6 +7,7 @@ import numpy as np
 from .._validate import as_int
 from ..kernels import Kernel, SpectralKernel
 from ..sphere import basis, supported_dimensions
+from ..sphere._points import s2_points
 from ._base import NoiseField, NoiseSource
 from ._tree import BrownianTree
 
@@ -30,9 +31,12 @@ class FieldIncrement(NoiseField):
         self.path, self.t0, self.t1, self.coeffs = path, t0, t1, coeffs
         self.lmax = path.lmax
 
-    def __call__(self, x) -> np.ndarray:
-        """ΔW(x) in R^d at points x of shape (N, d); returns (N, d) (ambient, not projected)."""
-        return self.path.evaluate(x, self.coeffs)
+    def __call__(self, x, *, epsilon: float | None = None) -> np.ndarray:
+        """ΔW(x) in R^d at points x of shape (N, d); returns (N, d) (ambient, not projected).
+
+        ``epsilon``: accuracy of the fast transform where one is used (default ``NUFFT_EPS``).
+        """
+        return self.path.evaluate(x, self.coeffs, epsilon=epsilon)
 
     def alm(self) -> np.ndarray:
         """S^2 only: the coefficients as ducc0 complex alm, shape (3, (lmax+1)(lmax+2)/2)."""
@@ -138,8 +142,12 @@ class NoisePath(NoiseSource):
         """The field increment ΔW over [t0, t1] as an object evaluable at any points."""
         return FieldIncrement(self, t0, t1, self.sqrt_a * self.increment(t0, t1))
 
-    def evaluate(self, x, coeffs: np.ndarray) -> np.ndarray:
-        """Σ_lm c_{a,lm} Y_lm(x) for each component a: points (N, d) -> values (N, d)."""
+    def evaluate(self, x, coeffs: np.ndarray, *, epsilon: float | None = None) -> np.ndarray:
+        """Σ_lm c_{a,lm} Y_lm(x) for each component a: points (N, d) -> values (N, d).
+
+        ``epsilon``: accuracy of the fast transforms (relative to the coefficients' norm; default
+        ``NUFFT_EPS``); small point sets are evaluated exactly with the basis matrix.
+        """
         x = np.asarray(x, dtype=np.float64)
         if x.ndim != 2 or x.shape[1] != self.d:
             raise ValueError(f"x must have shape (N, {self.d}), got {x.shape}")
@@ -152,6 +160,7 @@ class NoisePath(NoiseSource):
                 out[s : s + block] = b.real_basis(x[s : s + block]) @ coeffs.T
             return out
         state = b.from_real(coeffs)
+        pts = s2_points(x) if self.d == 3 else x  # angles once for the d components
         for a in range(self.d):
-            out[:, a] = b.evaluate(state[a], x)
+            out[:, a] = b.evaluate(state[a], pts, epsilon=epsilon)
         return out

@@ -9,7 +9,7 @@ import ducc0
 import numpy as np
 
 from .._threads import default_threads
-from ._geometry import angles_to_cart, cart_to_angles, tangent_frame
+from ._points import S2Points, s2_points
 from ._quadrature import gauss_legendre
 from ._s2 import _complex_sh_cartesian, alm_index, alm_to_real, n_alm, real_basis_s2, real_to_alm
 from .basis import Basis, Grid, register_basis
@@ -96,22 +96,22 @@ class S2Basis(Basis):
         return ell, m
 
     def evaluate(self, c, x, *, epsilon=None):
-        return ducc0.sht.synthesis_general(alm=c[None], spin=0, lmax=self.lmax, loc=cart_to_angles(x),
+        # x: unit vectors (N, 3) or their S2Points (angles shared with other transforms)
+        return ducc0.sht.synthesis_general(alm=c[None], spin=0, lmax=self.lmax, loc=s2_points(x).loc,
                                            epsilon=epsilon or NUFFT_EPS, nthreads=default_threads())[0]
 
-    def adjoint(self, values, x):
+    def adjoint(self, values, x, *, epsilon=None):
         out = ducc0.sht.experimental.adjoint_synthesis_general(
-            map=values[None].astype(np.float64), spin=0, lmax=self.lmax, loc=cart_to_angles(x),
-            epsilon=NUFFT_EPS, nthreads=default_threads())[0]
+            map=values[None].astype(np.float64), spin=0, lmax=self.lmax, loc=s2_points(x).loc,
+            epsilon=epsilon or NUFFT_EPS, nthreads=default_threads())[0]
         out[0] = values.sum() / math.sqrt(4 * math.pi)
         return out
 
     def gradient_at(self, c, x, *, epsilon=None):
-        loc = cart_to_angles(x)
-        gr = ducc0.sht.synthesis_general(alm=c[None], spin=1, lmax=self.lmax, loc=loc, epsilon=epsilon or NUFFT_EPS,
+        pts = s2_points(x)
+        gr = ducc0.sht.synthesis_general(alm=c[None], spin=1, lmax=self.lmax, loc=pts.loc, epsilon=epsilon or NUFFT_EPS,
                                          nthreads=default_threads(), mode="DERIV1")
-        e_t, e_p = tangent_frame(loc)
-        return gr[0][:, None] * e_t + gr[1][:, None] * e_p
+        return pts.tangent(gr[0], gr[1])
 
     def grid(self, n: int | None = None) -> "S2Grid":
         return S2Grid(self, n)
