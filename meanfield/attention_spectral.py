@@ -67,6 +67,8 @@ import numpy as np
 from ._validate import as_bool, as_float, as_int, as_matrix, as_points, as_real_array
 from .attention import DEFAULT_BLOCK, attention_eigenvalues, attention_velocity, tangent_project
 from .harmonics import harmonic_dimension, sphere_area
+from .sphere import basis
+from .sphere._points import s2_points
 
 __all__ = [
     "SpectralAttention",
@@ -449,16 +451,18 @@ class SpectralAttention:
     def _velocity_s2(self, x, w, L, lam, eps):
         import ducc0
 
-        loc, r = _s2_loc(x)
+        # angles shared with the other transforms at these points (e.g. the noise field of the same step)
+        pts = s2_points(x)
+        loc = pts.loc
         alm = _s2_adjoint(w, loc, L, eps, self.nthreads)
-        ell = np.concatenate([np.arange(m, L + 1) for m in range(L + 1)])
-        alm = (lam[ell] * alm)[None, :]
+        alm = (lam[basis(3, L).ell] * alm)[None, :]
         g = ducc0.sht.synthesis_general(alm=alm, spin=0, lmax=L, loc=loc, epsilon=eps, nthreads=self.nthreads)[0]
         grad = ducc0.sht.synthesis_general(
             alm=alm, spin=1, lmax=L, loc=loc, epsilon=eps, nthreads=self.nthreads, mode="DERIV1"
         )
-        scale = 1.0 / (self.beta * g)
-        return _s2_tangent(x, r, grad[0] * scale, grad[1] * scale)
+        np.multiply(g, self.beta, out=g)
+        np.divide(1.0, g, out=g)
+        return pts.tangent(grad[0], grad[1], g)
 
     def _velocity_s1(self, x, w, L, lam, eps):
         import ducc0

@@ -40,6 +40,7 @@ from . import _validate
 from ._validate import as_bool, as_float, as_int, as_matrix, as_points, as_real_array, as_times, check_cost
 from .attention import DEFAULT_BLOCK, softmax_attention
 from .noise import check_noise
+from .noise._path import FieldIncrement
 from .sphere import project, tangent_project
 from .trajectory import Trajectory
 
@@ -53,6 +54,7 @@ __all__ = [
     "solve_particles",
     "project",
     "step_grid",
+    "step_accuracy",
 ]
 
 
@@ -146,7 +148,10 @@ def _spectral_builder(requested: str):
         from .attention_spectral import select_velocity
 
         fn, info = select_velocity(requested, d, beta, Q=Q, K=K, V=V, N=N, tol=tol, block=block, nthreads=nthreads)
-        # the steppers pass validated unit tokens; the evaluator's method is the one chosen
+        # the steppers pass validated unit tokens (check=False skips re-validating them every step);
+        # the evaluator's method is the one chosen
+        if info["method"] == "spectral":
+            return Velocity(lambda x: fn(x, check=False), "spectral", info)
         return Velocity(lambda x: fn(x), info["method"], info)
 
     return build
@@ -237,6 +242,36 @@ def step_grid(t0: float, dt: float, t_eval, *, rtol: float = 1e-9) -> np.ndarray
     return kr.astype(np.int64)
 
 
+#: Step-error budget of the transforms: attention velocity error and noise-field accuracy are
+#: both ``ACCURACY_PER_STEP · dt``, clipped to the ranges below (see :func:`step_accuracy`).
+ACCURACY_PER_STEP = 1e-4
+ATTENTION_TOL_RANGE = (1e-10, 1e-6)
+NOISE_EPS_RANGE = (1e-12, 1e-7)
+
+
+def step_accuracy(dt: float) -> dict:
+    """Transform accuracies tied to the time-step error of a particle step (the default of the solver).
+
+    One step moves a token by h v + ΔW; an error δ in v changes it by h δ, an error ε (relative
+    to the coefficients) in the field by ε sqrt(κ h). Over T / h steps these add at most
+    T δ and T ε sqrt(κ / h), against the schemes' own weak error O(h) and strong error
+    O(h^{1/2}). With δ = ε = 10^-4 h both stay four orders of magnitude below the O(h) weak
+    error of the step (and far below its strong error); δ is clipped to [1e-10, 1e-6] and ε to
+    [1e-12, 1e-7] (measured: at tol 1e-6 the velocity error is ~1e-10, well inside the bound).
+
+    Examples
+    --------
+    >>> step_accuracy(2.0**-6)["attention_tol"]
+    1e-06
+    """
+    a = ACCURACY_PER_STEP * float(dt)
+    tol = min(ATTENTION_TOL_RANGE[1], max(ATTENTION_TOL_RANGE[0], a))
+    eps = min(NOISE_EPS_RANGE[1], max(NOISE_EPS_RANGE[0], a))
+    return {"attention_tol": tol, "noise_epsilon": eps,
+            "rule": f"{ACCURACY_PER_STEP:g} * dt, attention tol clipped to {ATTENTION_TOL_RANGE}, "
+                    f"noise epsilon to {NOISE_EPS_RANGE}"}
+
+
 def _noise_meta(noise) -> dict:
     if noise is None:
         return {"noise": None, "kappa1": 0.0, "kept_fraction": 1.0}
@@ -257,7 +292,8 @@ def solve_particles(
     *,
     scheme: str = "euler",
     attention="auto",
-    attention_tol: float = 1e-10,
+    attention_tol: float | str = "auto",
+    noise_epsilon: float | str = "auto",
     Q=None,
     K=None,
     V=None,
@@ -299,8 +335,13 @@ def solve_particles(
         sum; ``meta["attention"]`` says which), ``"direct"`` (blocked softmax sum),
         ``"spectral"``, ``"off"`` (pure noise), any name registered with
         :func:`register_velocity`, or a ready :class:`Velocity`.
-    attention_tol : float
-        Absolute accuracy of the spectral attention velocity (``|v| <= 1``), default 1e-10.
+    attention_tol : float or "auto"
+        Absolute accuracy of the spectral attention velocity (``|v| <= 1``). ``"auto"``
+        (default): tied to the time-step error, 10^-4 dt clipped to [1e-10, 1e-6]
+        (:func:`step_accuracy`); a number overrides it. Recorded in ``meta["accuracy"]``.
+    noise_epsilon : float or "auto"
+        Accuracy of the fast transforms evaluating a spectral noise field (relative to its
+        coefficients); ``"auto"``: 10^-4 dt clipped to [1e-12, 1e-7]; a number overrides it.
     Q, K, V : ndarray (d, d), optional
         Attention matrices (default identity); ignored when ``attention`` is a Velocity.
     t0 : float
@@ -353,6 +394,16 @@ def solve_particles(
                              "build the noise with a larger t_max")
         if t0 < 0:
             raise ValueError(f"t0 = {t0} is before the noise window [0, {t_max}]")
+    budget = step_accuracy(dt)
+    if isinstance(attention_tol, str) and attention_tol == "auto":
+        attention_tol = budget["attention_tol"]
+    else:
+        attention_tol = as_float(attention_tol, "attention_tol", min_value=0.0, strict_min=True)
+    if isinstance(noise_epsilon, str) and noise_epsilon == "auto":
+        noise_epsilon = budget["noise_epsilon"]
+    else:
+        noise_epsilon = as_float(noise_epsilon, "noise_epsilon", min_value=1e-13, max_value=0.1)
+    accuracy = {"attention_tol": attention_tol, "noise_epsilon": noise_epsilon, "rule": budget["rule"]}
     if isinstance(attention, Velocity):
         velocity = attention
     else:
@@ -364,6 +415,19 @@ def solve_particles(
                value=f"{t_eval.size} * {n} * {d}", largest=f"{int(_validate.COST_LIMIT_BYTES // 8)} saved numbers")
 
     out = np.empty((t_eval.size, n, d))
+    # positions are read-only from here on: transforms at the same points (noise and attention)
+    # then share their geometry (angles) within a step
+    x = x.copy()
+    x.flags.writeable = False
+
+    def field_at(dW, y):
+        return dW(y, epsilon=noise_epsilon) if isinstance(dW, FieldIncrement) else dW(y)
+
+    def proj(z):
+        y = project(z)
+        y.flags.writeable = False
+        return y
+
     save_pos = 0
     while save_pos < k_save.size and k_save[save_pos] == 0:
         out[save_pos] = x
@@ -385,17 +449,17 @@ def solve_particles(
             if v is not None:
                 z += dt * v
             if dW is not None:
-                z += dW(x)
-            x = project(z)
+                z += field_at(dW, x)
+            x = proj(z)
         else:
-            pdw = 0.0 if dW is None else tangent_project(x, dW(x))
+            pdw = 0.0 if dW is None else tangent_project(x, field_at(dW, x))
             z = x + pdw if v is None else x + dt * v + pdw
-            xt = project(z)
-            pdwt = 0.0 if dW is None else tangent_project(xt, dW(xt))
+            xt = proj(z)
+            pdwt = 0.0 if dW is None else tangent_project(xt, field_at(dW, xt))
             incr = 0.5 * (pdw + pdwt)
             if v is not None:
                 incr = incr + 0.5 * dt * (v + velocity(xt))
-            x = project(x + incr)
+            x = proj(x + incr)
         if not np.all(np.isfinite(x)):
             raise NonFiniteError(
                 f"non-finite token positions at t = {tb:.6g} (step {k + 1} of {n_steps}, scheme {scheme!r}, "
@@ -418,6 +482,7 @@ def solve_particles(
         "d": d,
         "max_norm_error": norm_err,
         "wall_time": wall,
+        "accuracy": accuracy,
         **_noise_meta(noise),
     }
     return ParticleSolution(t=t0 + k_save * dt, x=out, meta=meta)

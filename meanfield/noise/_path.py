@@ -8,6 +8,7 @@ from .. import _validate
 from .._validate import as_int, check_cost
 from ..kernels import Kernel, SpectralKernel, funk_hecke_cost
 from ..sphere import basis, harmonic_dimension, supported_dimensions
+from ..sphere._points import s2_points
 from ._base import NoiseField, NoiseSource, field_points
 from ._tree import BrownianTree, tree_cost
 
@@ -76,9 +77,12 @@ class FieldIncrement(NoiseField):
         self.path, self.t0, self.t1, self.coeffs = path, t0, t1, coeffs
         self.lmax = path.lmax
 
-    def __call__(self, x) -> np.ndarray:
-        """ΔW(x) in R^d at points x of shape (N, d); returns (N, d) (ambient, not projected)."""
-        return self.path.evaluate(x, self.coeffs)
+    def __call__(self, x, *, epsilon: float | None = None) -> np.ndarray:
+        """ΔW(x) in R^d at points x of shape (N, d); returns (N, d) (ambient, not projected).
+
+        ``epsilon``: accuracy of the fast transform where one is used (default ``NUFFT_EPS``).
+        """
+        return self.path.evaluate(x, self.coeffs, epsilon=epsilon)
 
     def alm(self) -> np.ndarray:
         """S^2 only: the coefficients as ducc0 complex alm, shape (3, (lmax+1)(lmax+2)/2)."""
@@ -198,8 +202,12 @@ class NoisePath(NoiseSource):
         """The field increment ΔW over [t0, t1] as an object evaluable at any points."""
         return FieldIncrement(self, t0, t1, self.sqrt_a * self.increment(t0, t1))
 
-    def evaluate(self, x, coeffs: np.ndarray) -> np.ndarray:
-        """Σ_lm c_{a,lm} Y_lm(x) for each component a: points (N, d) -> values (N, d)."""
+    def evaluate(self, x, coeffs: np.ndarray, *, epsilon: float | None = None) -> np.ndarray:
+        """Σ_lm c_{a,lm} Y_lm(x) for each component a: points (N, d) -> values (N, d).
+
+        ``epsilon``: accuracy of the fast transforms (relative to the coefficients' norm; default
+        ``NUFFT_EPS``); small point sets are evaluated exactly with the basis matrix.
+        """
         x = field_points(x, self.d)
         n = x.shape[0]
         b = self.basis
@@ -210,6 +218,7 @@ class NoisePath(NoiseSource):
                 out[s : s + block] = b.real_basis(x[s : s + block]) @ coeffs.T
             return out
         state = b.from_real(coeffs)
+        pts = s2_points(x) if self.d == 3 else x  # angles once for the d components
         for a in range(self.d):
-            out[:, a] = b.evaluate(state[a], x)
+            out[:, a] = b.evaluate(state[a], pts, epsilon=epsilon)
         return out

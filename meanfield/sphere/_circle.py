@@ -1,11 +1,18 @@
-"""The Fourier basis of S^1 (d = 2) and its equispaced quadrature grid."""
+"""The Fourier basis of S^1 (d = 2) and its equispaced quadrature grid.
+
+Grid transforms are real FFTs on the equispaced nodes; point transforms at many points are
+type-2/type-1 non-uniform FFTs (ducc0), at few points the dense basis matrix (exact and
+cheaper below :data:`_NUFFT_MIN_WORK`).
+"""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
+from .._threads import default_threads
 from .basis import Basis, Grid, register_basis
 from ._quadrature import circle_quadrature
 
@@ -13,6 +20,33 @@ __all__ = ["CircleBasis", "CircleGrid"]
 
 #: Elements of the dense basis blocks formed at once by point transforms.
 _BLOCK_ELEMENTS = 2**22
+
+#: Work N·(2 lmax + 1) from which point transforms use the NUFFT instead of the dense basis.
+_NUFFT_MIN_WORK = 2**14
+
+#: Points below which one thread runs a NUFFT (thread start-up costs more than it saves there).
+_NUFFT_SERIAL_POINTS = 2**14
+
+
+def _nufft_threads(n: int) -> int:
+    return 1 if n < _NUFFT_SERIAL_POINTS else default_threads()
+
+#: Accuracy requested from the S^1 NUFFTs (same as the S^2 point transforms).
+_NUFFT_EPS = 1e-12
+
+
+def _theta(x: np.ndarray) -> np.ndarray:
+    return np.arctan2(x[:, 1], x[:, 0])
+
+
+def _complex_coeffs(c: np.ndarray, lmax: int) -> np.ndarray:
+    """Real state -> C_k, k = -lmax..lmax, with f(θ) = Σ C_k e^{ikθ}."""
+    out = np.empty(2 * lmax + 1, dtype=np.complex128)
+    out[lmax] = c[0] / math.sqrt(2 * math.pi)
+    pos = (c[1::2] - 1j * c[2::2]) / (2 * math.sqrt(math.pi))
+    out[lmax + 1 :] = pos
+    out[:lmax] = np.conj(pos[::-1])
+    return out
 
 
 def fourier_basis(lmax: int, x: np.ndarray) -> np.ndarray:
@@ -99,7 +133,20 @@ class CircleBasis(Basis):
         block = max(1, _BLOCK_ELEMENTS // self.n_state)
         return range(0, n, block), block
 
+    def _nufft(self, n: int) -> bool:
+        return n * self.n_state >= _NUFFT_MIN_WORK
+
+    def _u2nu(self, C: np.ndarray, x: np.ndarray, epsilon) -> np.ndarray:
+        import ducc0
+
+        out = np.empty(x.shape[0], dtype=np.complex128)
+        ducc0.nufft.u2nu(grid=C, coord=_theta(x)[:, None], forward=False, epsilon=epsilon or _NUFFT_EPS,
+                         nthreads=_nufft_threads(x.shape[0]), out=out)
+        return out
+
     def evaluate(self, c: np.ndarray, x: np.ndarray, *, epsilon: float | None = None) -> np.ndarray:
+        if self._nufft(x.shape[0]):
+            return self._u2nu(_complex_coeffs(c, self.lmax), x, epsilon).real
         out = np.empty(x.shape[0])
         starts, block = self._blocks(x.shape[0])
         for s in starts:
@@ -107,6 +154,19 @@ class CircleBasis(Basis):
         return out
 
     def adjoint(self, values: np.ndarray, x: np.ndarray) -> np.ndarray:
+        if self._nufft(x.shape[0]):
+            import ducc0
+
+            L = self.lmax
+            ck = np.empty(2 * L + 1, dtype=np.complex128)  # Σ_q v_q e^{-ikθ_q}, k = -L..L
+            ducc0.nufft.nu2u(points=values.astype(np.complex128), coord=_theta(x)[:, None], forward=True,
+                             epsilon=_NUFFT_EPS, nthreads=_nufft_threads(x.shape[0]), out=ck)
+            out = np.empty(self.n_state)
+            pos = ck[L + 1 :]
+            out[1::2] = pos.real / math.sqrt(math.pi)
+            out[2::2] = -pos.imag / math.sqrt(math.pi)
+            out[0] = values.sum() / math.sqrt(2 * math.pi)
+            return out
         out = np.zeros(self.n_state)
         starts, block = self._blocks(x.shape[0])
         for s in starts:
@@ -115,6 +175,8 @@ class CircleBasis(Basis):
         return out
 
     def gradient_at(self, c: np.ndarray, x: np.ndarray, *, epsilon: float | None = None) -> np.ndarray:
+        if self._nufft(x.shape[0]):
+            return self.evaluate(ddtheta(c, self.lmax), x, epsilon=epsilon)[:, None] * _tangent(x)
         return (fourier_basis(self.lmax, x) @ ddtheta(c, self.lmax))[:, None] * _tangent(x)
 
     def grid(self, n: int | None = None) -> "CircleGrid":
@@ -126,8 +188,18 @@ class CircleBasis(Basis):
         return th, self.evaluate(c, np.stack([np.cos(th), np.sin(th)], axis=1))
 
 
+def _irfft_synth(c: np.ndarray, lmax: int, M: int) -> np.ndarray:
+    """Values at θ_j = 2π j / M of real-coefficient fields c (..., 2 lmax + 1), lmax < M / 2: one inverse real FFT."""
+    F = np.zeros(c.shape[:-1] + (M // 2 + 1,), dtype=np.complex128)
+    F[..., 0] = c[..., 0] * (M / math.sqrt(2 * math.pi))
+    s = M / (2 * math.sqrt(math.pi))
+    F[..., 1 : lmax + 1].real = c[..., 1::2] * s
+    F[..., 1 : lmax + 1].imag = c[..., 2::2] * -s
+    return np.fft.irfft(F, n=M, axis=-1)
+
+
 class CircleGrid(Grid):
-    """M = 2 n equispaced nodes (θ_j = 2π j / M) with dense Fourier transforms."""
+    """M = 2 n equispaced nodes (θ_j = 2π j / M); synthesis and analysis by real FFTs."""
 
     def __init__(self, basis: CircleBasis, n: int | None = None):
         self.basis, self.lmax = basis, basis.lmax
@@ -135,28 +207,46 @@ class CircleGrid(Grid):
         self.M = 2 * n1
         self.points, self.weights = circle_quadrature(self.M, offset=0.0)
         self.e_theta = _tangent(self.points)
-        self.B = basis.real_basis(self.points)
+        # FFT transforms need the band |k| <= lmax strictly below the Nyquist mode M / 2
+        self._fft = self.lmax < self.M // 2
         self._real: dict = {}
+
+    @functools.cached_property
+    def B(self) -> np.ndarray:
+        """Dense basis matrix at the nodes (Q, 2 lmax + 1); used only when the grid is coarser than the band."""
+        return self.basis.real_basis(self.points)
 
     def describe(self) -> dict:
         return {"nlat": None, "nphi": None, "M": self.M, "Q": self.Q}
 
     def synth(self, c):
+        if self._fft:
+            return _irfft_synth(c, self.lmax, self.M)
         return self.B @ c
 
     def analysis(self, f):
-        return self.B.T @ (self.weights * f)
+        if not self._fft:
+            return self.B.T @ (self.weights * f)
+        R = np.fft.rfft(f)[: self.lmax + 1]
+        s = (2 * math.pi / self.M) / math.sqrt(math.pi)
+        out = np.empty(2 * self.lmax + 1)
+        out[0] = R[0].real * (2 * math.pi / self.M) / math.sqrt(2 * math.pi)
+        out[1::2] = R[1:].real * s
+        out[2::2] = R[1:].imag * -s
+        return out
 
     def frame(self):
         return [self.e_theta]
 
     def gradient(self, c):
-        return [self.B @ ddtheta(c, self.lmax)]
+        return [self.synth(ddtheta(c, self.lmax))]
 
     def divergence(self, comps):
         return ddtheta(self.analysis(comps[0]), self.lmax)
 
     def synth_real(self, coeffs, lmax):
+        if lmax < self.M // 2:
+            return _irfft_synth(np.asarray(coeffs, dtype=np.float64), lmax, self.M).T
         B = self._real.get(lmax)
         if B is None:
             B = self._real[lmax] = fourier_basis(lmax, self.points)

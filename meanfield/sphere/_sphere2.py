@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import ducc0
 import numpy as np
 
 from .._threads import default_threads
-from ._geometry import angles_to_cart, cart_to_angles, tangent_frame
+from ._points import S2Points, s2_points
 from ._quadrature import gauss_legendre
 from ._s2 import _complex_sh_cartesian, alm_index, alm_to_real, n_alm, real_basis_s2, real_to_alm
 from .basis import Basis, Grid, register_basis
@@ -95,22 +96,22 @@ class S2Basis(Basis):
         return ell, m
 
     def evaluate(self, c, x, *, epsilon=None):
-        return ducc0.sht.synthesis_general(alm=c[None], spin=0, lmax=self.lmax, loc=cart_to_angles(x),
+        # x: unit vectors (N, 3) or their S2Points (angles shared with other transforms)
+        return ducc0.sht.synthesis_general(alm=c[None], spin=0, lmax=self.lmax, loc=s2_points(x).loc,
                                            epsilon=epsilon or NUFFT_EPS, nthreads=default_threads())[0]
 
-    def adjoint(self, values, x):
+    def adjoint(self, values, x, *, epsilon=None):
         out = ducc0.sht.experimental.adjoint_synthesis_general(
-            map=values[None].astype(np.float64), spin=0, lmax=self.lmax, loc=cart_to_angles(x),
-            epsilon=NUFFT_EPS, nthreads=default_threads())[0]
+            map=values[None].astype(np.float64), spin=0, lmax=self.lmax, loc=s2_points(x).loc,
+            epsilon=epsilon or NUFFT_EPS, nthreads=default_threads())[0]
         out[0] = values.sum() / math.sqrt(4 * math.pi)
         return out
 
     def gradient_at(self, c, x, *, epsilon=None):
-        loc = cart_to_angles(x)
-        gr = ducc0.sht.synthesis_general(alm=c[None], spin=1, lmax=self.lmax, loc=loc, epsilon=epsilon or NUFFT_EPS,
+        pts = s2_points(x)
+        gr = ducc0.sht.synthesis_general(alm=c[None], spin=1, lmax=self.lmax, loc=pts.loc, epsilon=epsilon or NUFFT_EPS,
                                          nthreads=default_threads(), mode="DERIV1")
-        e_t, e_p = tangent_frame(loc)
-        return gr[0][:, None] * e_t + gr[1][:, None] * e_p
+        return pts.tangent(gr[0], gr[1])
 
     def grid(self, n: int | None = None) -> "S2Grid":
         return S2Grid(self, n)
@@ -121,6 +122,12 @@ class S2Basis(Basis):
         vals = ducc0.sht.synthesis_2d(alm=c[None], spin=0, lmax=self.lmax, geometry="CC", ntheta=nlat,
                                       nphi=nlon, nthreads=default_threads())[0]
         return np.pi * np.arange(nlat) / (nlat - 1), 2 * np.pi * np.arange(nlon) / nlon, vals
+
+
+def _gl_rings(nlat: int) -> tuple[np.ndarray, np.ndarray]:
+    """Colatitudes (increasing) and Gauss–Legendre weights (sum 2) of ducc0's 'GL' rings."""
+    _, wg = gauss_legendre(nlat)
+    return np.asarray(ducc0.misc.GL_thetas(nlat), dtype=np.float64), wg[::-1].copy()
 
 
 class S2Grid(Grid):
@@ -135,17 +142,36 @@ class S2Grid(Grid):
         self.nthreads = default_threads()
         self.nlat = (3 * self.lmax) // 2 + 2 if n is None else n
         self.nphi = 2 * self.nlat
-        xg, wg = gauss_legendre(self.nlat)
-        theta = np.arccos(xg)[::-1]
-        wg = wg[::-1]
+        theta, wg = _gl_rings(self.nlat)
         phi = 2 * np.pi * np.arange(self.nphi) / self.nphi
-        T, P = np.meshgrid(theta, phi, indexing="ij")
-        self.loc = np.stack([T.ravel(), P.ravel()], axis=1)
-        self.points = angles_to_cart(self.loc)
+        self._theta, self._phi = theta, phi
+        # nodes and frame from ring (θ) and meridian (φ) values: nlat + nphi trigonometric calls, not Q
+        ct, st = np.cos(theta)[:, None], np.sin(theta)[:, None]
+        cp, sp = np.cos(phi)[None, :], np.sin(phi)[None, :]
+        shape = (self.nlat, self.nphi, 3)
+        pts = np.empty(shape)
+        pts[..., 0] = st * cp
+        pts[..., 1] = st * sp
+        pts[..., 2] = ct
+        e_t = np.empty(shape)
+        e_t[..., 0] = ct * cp
+        e_t[..., 1] = ct * sp
+        e_t[..., 2] = -st
+        e_p = np.empty(shape)
+        e_p[..., 0] = -sp
+        e_p[..., 1] = cp
+        e_p[..., 2] = 0.0
+        self.points = pts.reshape(-1, 3)
+        self.e_theta, self.e_phi = e_t.reshape(-1, 3), e_p.reshape(-1, 3)
         self.weights = np.repeat(wg * 2 * np.pi / self.nphi, self.nphi)
-        self.e_theta, self.e_phi = tangent_frame(self.loc)
         ell = basis.ell
         self.sqrt_ll = np.sqrt(ell * (ell + 1.0))
+
+    @functools.cached_property
+    def loc(self) -> np.ndarray:
+        """(colatitude, longitude) of the nodes, shape (Q, 2)."""
+        T, P = np.meshgrid(self._theta, self._phi, indexing="ij")
+        return np.stack([T.ravel(), P.ravel()], axis=1)
 
     def describe(self) -> dict:
         return {"nlat": self.nlat, "nphi": self.nphi, "M": None, "Q": self.Q}

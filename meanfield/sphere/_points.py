@@ -1,0 +1,136 @@
+"""Point sets on S^2 shared by every transform at the same points within a step.
+
+ducc0's point transforms take the points as angles; :func:`s2_points` computes them once per
+point array (colatitude, longitude and r = sin θ) and hands the same object to the noise
+field and to the attention velocity. Arrays that cannot change (not writeable, owning their
+data) are remembered, so a solver that marks its positions read-only pays for the angles
+once per step. The elementwise work is split over :func:`~meanfield._threads.default_threads`
+threads for large N (NumPy releases the GIL inside ufuncs).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from .._threads import default_threads
+
+__all__ = ["S2Points", "s2_points", "parallel_rows"]
+
+#: Rows from which the elementwise work is split over threads.
+PARALLEL_MIN_ROWS = 1 << 15
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_SIZE = 0
+_LOCK = threading.Lock()
+
+
+def parallel_rows(fn, n: int) -> None:
+    """Call ``fn(start, stop)`` on contiguous row ranges covering ``range(n)``, in parallel for large n."""
+    k = default_threads()
+    if n < PARALLEL_MIN_ROWS or k < 2:
+        fn(0, n)
+        return
+    global _POOL, _POOL_SIZE
+    with _LOCK:
+        if _POOL is None or _POOL_SIZE != k:
+            _POOL = ThreadPoolExecutor(max_workers=k)
+            _POOL_SIZE = k
+        pool = _POOL
+    bounds = np.linspace(0, n, k + 1).astype(int)
+    futures = [pool.submit(fn, int(a), int(b)) for a, b in zip(bounds[1:-1], bounds[2:])]
+    fn(int(bounds[0]), int(bounds[1]))
+    for f in futures:
+        f.result()
+
+
+class S2Points:
+    """Unit vectors x (N, 3) with their ducc0 locations and r = sqrt(x_1² + x_2²).
+
+    ``loc[:, 0]`` is the colatitude in [0, π], ``loc[:, 1]`` the longitude in [0, 2π];
+    the tangent frame is the one of :func:`~meanfield.sphere.tangent_frame`
+    (e_θ = (z x/r, z y/r, -r), e_φ = (-y/r, x/r, 0); longitude 0 at the poles).
+    """
+
+    __slots__ = ("x", "loc", "r", "__weakref__")
+
+    def __init__(self, x: np.ndarray):
+        x = np.ascontiguousarray(x, dtype=np.float64)
+        n = x.shape[0]
+        self.x = x
+        self.loc = np.empty((n, 2))
+        self.r = np.empty(n)
+        parallel_rows(self._angles, n)
+
+    def _angles(self, s: int, e: int) -> None:
+        x0, x1, x2 = self.x[s:e, 0], self.x[s:e, 1], self.x[s:e, 2]
+        r = self.r[s:e]
+        np.multiply(x0, x0, out=r)
+        r += x1 * x1
+        np.sqrt(r, out=r)
+        col = np.arctan2(r, x2)
+        lon = np.arctan2(-x1, -x0)  # in [-π, π]: longitude - π
+        lon += math.pi
+        lon[r == 0] = 0.0  # the poles: longitude 0, as in cart_to_angles
+        self.loc[s:e, 0] = col
+        self.loc[s:e, 1] = lon
+
+    def __len__(self) -> int:
+        return self.x.shape[0]
+
+    def tangent(self, a: np.ndarray, b: np.ndarray, scale: np.ndarray | None = None) -> np.ndarray:
+        """Cartesian vectors s (a e_θ + b e_φ), shape (N, 3) (``scale`` s optional, per point)."""
+        out = np.empty_like(self.x)
+
+        def rows(s: int, e: int) -> None:
+            x0, x1, x2 = self.x[s:e, 0], self.x[s:e, 1], self.x[s:e, 2]
+            r = self.r[s:e]
+            pole = r == 0
+            inv = np.where(pole, 1.0, r)
+            np.divide(1.0, inv, out=inv)
+            aa = a[s:e] if scale is None else a[s:e] * scale[s:e]
+            bb = b[s:e] if scale is None else b[s:e] * scale[s:e]
+            ar = aa * inv
+            br = bb * inv
+            ar_z = ar * x2
+            o = out[s:e]
+            o[:, 0] = ar_z * x0 - br * x1
+            o[:, 1] = ar_z * x1 + br * x0
+            o[:, 2] = -(aa * r)
+            if pole.any():
+                o[pole, 0] = aa[pole] * x2[pole]
+                o[pole, 1] = bb[pole]
+                o[pole, 2] = 0.0
+
+        parallel_rows(rows, out.shape[0])
+        return out
+
+
+_CACHE: list = []
+_CACHE_SIZE = 4
+
+
+def _immutable(x) -> bool:
+    return isinstance(x, np.ndarray) and not x.flags.writeable and x.base is None and x.dtype == np.float64 \
+        and x.flags.c_contiguous
+
+
+def s2_points(x) -> S2Points:
+    """The :class:`S2Points` of unit vectors x (N, 3); remembered for read-only arrays that own their data."""
+    if isinstance(x, S2Points):
+        return x
+    if _immutable(x):
+        with _LOCK:
+            for ref, pts in _CACHE:
+                if ref() is x:
+                    return pts
+        pts = S2Points(x)
+        with _LOCK:
+            _CACHE.insert(0, (weakref.ref(x), pts))
+            del _CACHE[_CACHE_SIZE:]
+        return pts
+    return S2Points(x)
