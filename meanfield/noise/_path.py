@@ -8,7 +8,6 @@ from .. import _validate
 from .._validate import as_int, check_cost
 from ..kernels import Kernel, SpectralKernel, funk_hecke_cost
 from ..sphere import basis, harmonic_dimension, supported_dimensions
-from ..sphere._points import s2_points
 from ._base import NoiseField, NoiseSource, field_points
 from ._tree import BrownianTree, tree_cost
 
@@ -218,7 +217,7 @@ class NoisePath(NoiseSource):
                 out[s : s + block] = b.real_basis(x[s : s + block]) @ coeffs.T
             return out
         state = b.from_real(coeffs)
-        pts = s2_points(x) if self.d == 3 else x  # angles once for the d components
+        pts = b.points(x)  # angles once for the d components
         for a in range(self.d):
             out[:, a] = b.evaluate(state[a], pts, epsilon=epsilon)
         return out

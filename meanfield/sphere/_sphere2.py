@@ -84,6 +84,9 @@ class S2Basis(Basis):
     def real_basis(self, x):
         return real_basis_s2(self.lmax, x)
 
+    def points(self, x):
+        return s2_points(x)
+
     def dirac(self, x):
         y = _complex_sh_cartesian(self.lmax, x)
         ell, m = self._lm()

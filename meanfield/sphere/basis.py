@@ -241,6 +241,10 @@ class Basis(abc.ABC):
     def real_basis(self, x: np.ndarray) -> np.ndarray:
         """Real orthonormal basis functions at unit vectors x (N, d), shape (N, n_real) (direct)."""
 
+    def points(self, x: np.ndarray):
+        """Point set for repeated point transforms at x (N, d): the basis may cache angles or frames in it."""
+        return x
+
     @abc.abstractmethod
     def dirac(self, x: np.ndarray) -> np.ndarray:
         """State coefficients of the Dirac masses δ_{x_i} truncated at lmax, conj(Y(x_i)), shape (N, n_state) (direct)."""
