@@ -222,3 +222,12 @@ def as_matrix(m, name: str, d: int) -> np.ndarray | None:
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains NaN or infinite values")
     return arr
+
+
+#: The range of the attention inverse temperature β accepted by the solvers (the one place it is stated).
+BETA_MIN = 0.0
+
+
+def as_beta(beta, name: str = "beta", *, positive: bool = False) -> float:
+    """Validate the attention inverse temperature β >= 0 (> 0 with ``positive``); the one definition of its range."""
+    return as_float(beta, name, min_value=BETA_MIN, strict_min=positive)

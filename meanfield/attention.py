@@ -21,7 +21,7 @@ import math
 import numpy as np
 from scipy import special
 
-from ._validate import as_bool, as_float, as_int, as_matrix, as_points, as_real_array
+from ._validate import as_beta, as_bool, as_float, as_int, as_matrix, as_points, as_real_array
 from .sphere import basis, harmonic_dimension, sphere_area, tangent_project
 
 __all__ = [
@@ -88,7 +88,7 @@ def softmax_attention(
         x = as_points(x, "x")
         d = x.shape[1]
         y = x if y is None else as_points(y, "y", d)
-        beta = as_float(beta, "beta", min_value=0.0)
+        beta = as_beta(beta)
         Q, K, V = as_matrix(Q, "Q", d), as_matrix(K, "K", d), as_matrix(V, "V", d)
         block = as_int(block, "block", min_value=1)
         if weights is not None:
@@ -134,7 +134,7 @@ def attention_eigenvalues(d: int, beta: float, lmax: int) -> np.ndarray:
     True
     """
     d = as_int(d, "d", min_value=2)
-    beta = as_float(beta, "beta", min_value=0.0)
+    beta = as_beta(beta)
     lmax = as_int(lmax, "lmax", min_value=0)
     ls = np.arange(lmax + 1)
     if beta == 0.0:
@@ -167,7 +167,7 @@ def required_degree(d: int, beta: float, tol: float = 1e-10, *, lmax_cap: int = 
     True
     """
     d = as_int(d, "d", min_value=2)
-    beta = as_float(beta, "beta", min_value=0.0)
+    beta = as_beta(beta)
     tol = as_float(tol, "tol", min_value=0.0, strict_min=True)
     if beta == 0.0:
         return 0
@@ -203,7 +203,7 @@ def gap_energy(x, beta: float, weights=None, *, _plus: bool = False) -> float:
     At β = 0 it is the limit ½ ∫∫ (1 - <x,y>) dμ dμ = ``½ (1 - |∫ x dμ|²)``.
     """
     x = as_points(x, "x")
-    beta = as_float(beta, "beta", min_value=0.0)
+    beta = as_beta(beta)
     n = x.shape[0]
     w = np.full(n, 1.0 / n) if weights is None else as_real_array(weights, "weights")
     if w.shape != (n,) or np.any(w < 0) or w.sum() <= 0:
@@ -254,7 +254,7 @@ def convolution_velocity(coeffs: np.ndarray, beta: float, x, *, d: int, lmax: in
     conv : ndarray, shape (N,)
         e^{-β} (K_β * ρ)(x_i), the (scaled) softmax denominator.
     """
-    beta = as_float(beta, "beta", min_value=0.0, strict_min=True)
+    beta = as_beta(beta, positive=True)
     x = as_real_array(x, "x", finite=False)
     b = basis(d, lmax)
     lc = attention_eigenvalues(d, beta, lmax)[b.ell] * np.asarray(coeffs, dtype=b.state_dtype)

@@ -64,7 +64,7 @@ from typing import Callable
 
 import numpy as np
 
-from ._validate import as_bool, as_float, as_int, as_matrix, as_points, as_real_array
+from ._validate import as_beta, as_bool, as_float, as_int, as_matrix, as_points, as_real_array
 from .attention import DEFAULT_BLOCK, attention_eigenvalues, attention_velocity, tangent_project
 from .harmonics import harmonic_dimension, sphere_area
 from .sphere import basis
@@ -334,7 +334,7 @@ class SpectralAttention:
         self.d = as_int(d, "d", min_value=2)
         if self.d not in (2, 3):
             raise ValueError(f"the spectral attention evaluator needs d = 2 or 3 (S^1 or S^2), got d = {self.d}; use method='direct'")
-        self.beta = as_float(beta, "beta", min_value=0.0)
+        self.beta = as_beta(beta)
         self.tol = as_float(tol, "tol", min_value=0.0, strict_min=True)
         self.nthreads = _default_threads() if nthreads is None else as_int(nthreads, "nthreads", min_value=1)
         if s1_backend not in ("auto", "nufft", "direct"):
@@ -570,7 +570,7 @@ def select_velocity(method: str, d: int, beta: float, Q=None, K=None, V=None, N:
     if not isinstance(method, str) or method not in ("auto", "direct", "spectral", "off"):
         raise ValueError(f"method must be one of 'auto', 'direct', 'spectral', 'off', got {method!r}")
     d = as_int(d, "d", min_value=2)
-    beta = as_float(beta, "beta", min_value=0.0)
+    beta = as_beta(beta)
     tol = as_float(tol, "tol", min_value=0.0, strict_min=True)
     block = as_int(block, "block", min_value=1)
     Q, K, V = as_matrix(Q, "Q", d), as_matrix(K, "K", d), as_matrix(V, "V", d)

@@ -30,14 +30,13 @@ without touching the steppers.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 
 from . import _validate
-from ._validate import as_bool, as_float, as_int, as_matrix, as_points, as_real_array, as_times, check_cost
+from ._validate import as_beta, as_bool, as_float, as_int, as_matrix, as_points, as_real_array, as_times, check_cost
 from .attention import DEFAULT_BLOCK, softmax_attention
 from .noise import check_noise
 from .noise._path import FieldIncrement
@@ -205,7 +204,7 @@ def make_velocity(method: str, d: int, beta: float, *, Q=None, K=None, V=None,
     if method not in _VELOCITY_BUILDERS:
         raise ValueError(f"attention must be one of {sorted(_VELOCITY_BUILDERS)}, got {method!r}")
     d = as_int(d, "d", min_value=2)
-    beta = as_float(beta, "beta", min_value=0.0)
+    beta = as_beta(beta)
     Q, K, V = as_matrix(Q, "Q", d), as_matrix(K, "K", d), as_matrix(V, "V", d)
     block = as_int(block, "block", min_value=1)
     return _VELOCITY_BUILDERS[method](d, beta, Q, K, V, block, **options)
@@ -380,7 +379,7 @@ def solve_particles(
     n, d = x.shape
     if noise is not None:
         check_noise(noise, d)
-    beta = as_float(beta, "beta", min_value=0.0)
+    beta = as_beta(beta)
     dt = as_float(dt, "dt", min_value=0.0, strict_min=True)
     t0 = as_float(t0, "t0")
     t_eval = as_times(t_eval, "t_eval", min_value=t0)

@@ -25,7 +25,7 @@ import math
 import numpy as np
 
 from . import _validate
-from ._validate import as_bool, as_float, as_int, as_matrix, as_points, as_rng, check_cost
+from ._validate import as_beta, as_bool, as_float, as_int, as_matrix, as_points, as_rng, check_cost
 from .attention import DEFAULT_BLOCK, softmax_attention
 from .kernels import ActivationKernel
 from .noise import check_noise
@@ -89,7 +89,7 @@ class Transformer:
         else:
             self.width = as_int(width, "width", min_value=1)
         self.T = as_float(T, "T", min_value=0.0, strict_min=True)
-        self.beta = as_float(beta, "beta", min_value=0.0)
+        self.beta = as_beta(beta)
         if kernel is None:
             kernel = ActivationKernel("relu")
         if not isinstance(kernel, ActivationKernel):

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._validate import as_float, as_int
+from .._validate import as_beta, as_float, as_int
 from ._common import CITATION, EXIT_CODES_HELP, HelpFormatter, check_output_dir
 
 __all__ = ["register", "main", "run_demo"]
@@ -99,7 +99,7 @@ def run_demo(*, out="meanfield-out", d: int = 3, n_tokens: int = 32, layers: int
     d = as_int(d, "d", min_value=2, max_value=3)
     n_tokens = as_int(n_tokens, "tokens", min_value=1)
     layers = as_int(layers, "layers", min_value=1)
-    beta = as_float(beta, "beta", min_value=0.0)
+    beta = as_beta(beta)
     T = as_float(T, "T", min_value=0.0, strict_min=True)
     lmax = as_int(lmax, "lmax", min_value=0)
     seed = as_int(seed, "seed", min_value=0)

@@ -7,7 +7,7 @@ import time as _time
 
 import numpy as np
 
-from .._validate import as_bool, as_float, as_int, as_matrix
+from .._validate import as_beta, as_bool, as_float, as_int, as_matrix
 from ..attention import required_degree
 from ..noise import check_noise
 from ..sphere import Basis, Grid, basis, check_dimension
@@ -240,7 +240,7 @@ def solve_spde(
             raise ValueError(f"the noise lives in dimension d = {noise.d} but d = {d} was requested")
         d = noise.d
     d = check_dimension(d)
-    beta = as_float(beta, "beta", min_value=0.0)
+    beta = as_beta(beta)
     b = basis(d, as_int(lmax, "lmax", min_value=1, max_value=2048))
     lmax = b.lmax
     dt = as_float(dt, "dt", min_value=0.0, strict_min=True)

@@ -9,7 +9,7 @@ import ducc0
 import numpy as np
 
 from .._threads import default_threads
-from ._points import S2Points, s2_points
+from ._points import s2_points
 from ._quadrature import gauss_legendre
 from ._s2 import _complex_sh_cartesian, alm_index, alm_to_real, n_alm, real_basis_s2, real_to_alm
 from .basis import Basis, Grid, register_basis

@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from meanfield._validate import as_float, as_int
+from meanfield._validate import as_beta, as_int
 
 from ._presets import ACTIVATIONS, CLUSTER_TOL, _check_energy, _check_lyapunov
 
@@ -137,7 +137,7 @@ def signed_gap_energy(x, w, beta: float) -> tuple[float, float]:
     """
     x = np.asarray(x, dtype=float)
     w = np.asarray(w, dtype=float)
-    beta = as_float(beta, "beta", min_value=0.0)
+    beta = as_beta(beta)
     acc = 0.0
     for s in range(0, x.shape[0], 1024):
         g = x[s : s + 1024] @ x.T - 1.0
