@@ -163,6 +163,44 @@ class Backend:
         return vals, grads
 
 
+    def synth_hessian(self, coeffs: np.ndarray, x: np.ndarray, lmax: int):
+        """Value (N,), ambient surface gradient (N, d) and covariant Hessian as a tangent operator (N, d, d)
+        of ONE field with coefficients ``coeffs`` (n_coeffs,).
+
+        S^2: the Hessian in the (e_θ, e_φ) frame comes from the Laplacian (spin 0, -l(l+1) a_lm)
+        and one spin-2 synthesis of E = sqrt((l-1) l (l+1) (l+2)) a_lm, which gives
+        Q = -(H_θθ - H_φφ), U = -2 H_θφ (ducc0 0.42 conventions, checked against the
+        derivative of the gradient to 1e-12). S^1: f'' e e^T.
+        """
+        if self.d == 2:
+            n = x.shape[0]
+            vals, grads = self.synth(coeffs[None], x, lmax)
+            k = np.concatenate([[0], np.repeat(np.arange(1, lmax + 1), 2)]).astype(float)
+            f2, _ = self.synth((-(k**2) * coeffs)[None], x, lmax, grad=False)
+            e = np.stack([-x[:, 1], x[:, 0]], axis=1)
+            return vals[0], grads[0], f2[0][:, None, None] * e[:, :, None] * e[:, None, :]
+        import ducc0
+
+        loc, r = _s2_loc(x)
+        ell = self.ell(lmax).astype(float)
+        alm = np.ascontiguousarray(coeffs[None])
+        kw = dict(lmax=lmax, loc=loc, epsilon=self.eps, nthreads=self.nthreads)
+        val = ducc0.sht.synthesis_general(alm=alm, spin=0, **kw)[0]
+        g = ducc0.sht.synthesis_general(alm=alm, spin=1, mode="DERIV1", **kw)
+        lap = ducc0.sht.synthesis_general(alm=(-ell * (ell + 1) * coeffs)[None], spin=0, **kw)[0]
+        if lmax >= 2:
+            e2 = np.sqrt(np.maximum((ell - 1) * ell * (ell + 1) * (ell + 2), 0.0)) * coeffs
+            qu = ducc0.sht.synthesis_general(alm=np.stack([e2, np.zeros_like(e2)]), spin=2, **kw)
+        else:
+            qu = np.zeros((2, x.shape[0]))
+        one, zero = np.ones(x.shape[0]), np.zeros(x.shape[0])
+        et, ep = _s2_tangent(x, r, one, zero), _s2_tangent(x, r, zero, one)
+        htt, hpp, htp = 0.5 * (lap - qu[0]), 0.5 * (lap + qu[0]), -0.5 * qu[1]
+        H = (htt[:, None, None] * et[:, :, None] * et[:, None, :] + hpp[:, None, None] * ep[:, :, None] * ep[:, None, :]
+             + htp[:, None, None] * (et[:, :, None] * ep[:, None, :] + ep[:, :, None] * et[:, None, :]))
+        return val, g[0][:, None] * et + g[1][:, None] * ep, H
+
+
 # ----------------------------------------------------------------------------------------
 # attention
 # ----------------------------------------------------------------------------------------
@@ -176,19 +214,23 @@ class Attention:
         sa = SpectralAttention(d, beta, tol=tol)
         # worst-case degree (g >= e^{-2β} anywhere on the sphere): the stored coefficients of a
         # step are also evaluated away from the nodes (backward characteristics, new nodes)
-        self.lmax = int(sa.lmax)
+        self.lmax = max(int(sa.lmax), 2)  # ducc0 needs lmax >= spin (1 for gradients, 2 for Hessians)
         self.eps = float(sa.epsilon)
         self.backend = Backend(d, self.eps)
         self.lam = attention_eigenvalues(d, beta, self.lmax)[self.backend.ell(self.lmax)]
+        # V = I and β > 0: v = ∇_S log G / β needs G alone (β = 0 has no gradient: use N / G)
+        self.identity = V is None and beta > 0
 
     def coefficients(self, x: np.ndarray, masses: np.ndarray) -> np.ndarray:
-        """Rows [G, N_1, ..., N_d] (already times e^{-β} λ_l), shape (d + 1, n_coeffs)."""
+        """Rows [G, N_1, ..., N_d] (already times e^{-β} λ_l), shape (d + 1, n_coeffs); only [G] when V = I, β > 0."""
         w = masses / masses.sum()
-        rows = np.concatenate([w[None], (w[:, None] * x).T], axis=0)
+        rows = w[None] if self.identity else np.concatenate([w[None], (w[:, None] * x).T], axis=0)
         return self.backend.adjoint(rows, x, self.lmax) * self.lam
 
     def evaluate(self, coeffs: np.ndarray, x: np.ndarray, jac: bool = True):
         """v(x) (N, d) and, if ``jac``, the matrix of ξ -> Dv(x) ξ (N, d, d)."""
+        if self.identity:
+            return self._evaluate_identity(coeffs[0], x, jac)
         vals, grads = self.backend.synth(coeffs, x, self.lmax, grad=jac)
         G, Nv = vals[0], vals[1:].T  # (N,), (N, d)
         A = Nv / G[:, None]
@@ -205,6 +247,19 @@ class Attention:
         PDA = DA - x[:, :, None] * np.einsum("nb,nbc->nc", x, DA)[:, None, :]
         Dv = PDA - x[:, :, None] * A[:, None, :]
         Dv -= xa[:, None, None] * np.eye(self.d)
+        return v, Dv
+
+    def _evaluate_identity(self, g: np.ndarray, x: np.ndarray, jac: bool):
+        """V = I: v = ∇G / (βG), Dv ξ = Hξ/(βG) - ∇G (∇G·ξ)/(βG²) - x (v·ξ) (H the covariant Hessian):
+        one adjoint and four syntheses per step instead of 4 + 8 for general V."""
+        if not jac:
+            vals, grads = self.backend.synth(g[None], x, self.lmax)
+            return grads[0] / (self.beta * vals[0])[:, None], None
+        G, gG, H = self.backend.synth_hessian(g, x, self.lmax)
+        bG = self.beta * G
+        v = gG / bG[:, None]
+        Dv = H / bG[:, None, None] - gG[:, :, None] * gG[:, None, :] / (bG * G)[:, None, None]
+        Dv -= x[:, :, None] * v[:, None, :]
         return v, Dv
 
 
