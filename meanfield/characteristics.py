@@ -249,7 +249,8 @@ def solve_characteristics(
         Image-cell length (radians) above which a cell that has been stretched (image longer
         than the cell at t = 0) is split and its mass counts as unresolved.
     split_every : int, optional
-        Steps between splitting passes (default: about 0.25 time units).
+        Steps between splitting passes (default: about 0.5 time units; each pass re-runs the new
+        nodes from t = 0, so its cost grows with t).
     max_split : int, >= 2
         Largest number of sub-cells per direction in one split.
     max_nodes : int, optional
@@ -342,7 +343,7 @@ def solve_characteristics(
         n_init = as_int(1024 if M is None else M, "M", min_value=4)
     split = bool(split)
     split_threshold = as_float(split_threshold, "split_threshold", min_value=0.0, strict_min=True)
-    split_every = max(1, int(round(0.25 / dt))) if split_every is None else as_int(split_every, "split_every",
+    split_every = max(1, int(round(0.5 / dt))) if split_every is None else as_int(split_every, "split_every",
                                                                                      min_value=1)
     max_split = as_int(max_split, "max_split", min_value=2, max_value=64)
     if tol is not None:
