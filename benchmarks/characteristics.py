@@ -65,7 +65,8 @@ def main() -> None:
 
     emit("# Characteristics scheme: long-horizon benchmark on S^2")
     emit()
-    emit(f"vMF(κ=4, e_z), ReLU noise l_σ=8 (NoisePath seed {args.seed}, t_max=T), h = {args.dt:g}, T = {args.T:g}; "
+    emit(f"vMF(κ=4, e_z), ReLU noise l_σ=8 (NoisePath seed {args.seed}, t_max=T), h = {args.dt:g}, "
+         f"T = {args.T:g}; "
          f"M = 2 n_lat² with n_lat = {n1} (M = {2 * n1 * n1}) and {n2} (M = {2 * n2 * n2}).")
     emit(f"Machine: {platform.machine()}, {os.cpu_count()} cores (shared with other jobs); "
          f"load average (1, 5, 15 min) given per run. Python {platform.python_version()}.")
