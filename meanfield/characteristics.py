@@ -38,6 +38,16 @@ attention coefficients. So new nodes do not change the past of the old ones (the
 velocity is that of the cloud as it was); from the split on, the refined cloud drives the
 attention. The children share their parent's mass in proportion to w_c ρ_0(x_c), so the
 total mass is unchanged.
+
+Caveat (measured): the initial rule is a *global* Gauss–Legendre × uniform rule, whose
+one-node-per-cell errors w_q f(x_q) - ∫_cell f are first order in the cell size and cancel
+only in the sum over all cells. Splitting some cells removes their share of that
+cancellation, so splitting cells that the global rule still resolves makes the result
+*worse* (a forced split of every stretched cell at t = 0.5, n_lat = 24–48, moved the
+degree <= 4 moments by 3e-5 where the unsplit rule was accurate to 4e-14). Hence the default
+threshold of 1 rad: only cells whose image spans a sizeable arc, for which the one-node
+estimate is already wrong at O(1), are split. For the same reason the area defect grows
+after splits and ``tol`` applies to the unresolved mass only (``area_tol`` is optional).
 """
 
 from __future__ import annotations
