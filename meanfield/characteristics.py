@@ -59,7 +59,7 @@ import time as _time
 import numpy as np
 
 from ._characteristics_cells import Cells
-from ._characteristics_maps import Attention, NoiseStep, Step, apply_step, step_log_det
+from ._characteristics_maps import Attention, NoiseStep, Step, apply_step, matmat, step_log_det
 from ._characteristics_solution import CharacteristicsError, CharacteristicsSolution
 from ._validate import as_float, as_int, as_matrix
 from .harmonics import sphere_area
@@ -169,7 +169,7 @@ def _advance(x, C, logJ, steps, attention, t_of):
                 f"min det = {np.nanmin(det):.3g}; the noise increment is too large for one step "
                 f"— use a smaller dt (now {st.dt:g}), e.g. dt = {st.dt / 4:g}",
                 t_of(k), "fold")
-        C = np.einsum("nab,nbj->naj", DT, C)
+        C = matmat(DT, C)
         logJ = logJ + ld
         x = y
     return x, C, logJ
