@@ -1,0 +1,260 @@
+"""Result and error classes of the characteristics scheme (see :mod:`meanfield.characteristics`)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._characteristics_maps import Backend, invert_step
+from ._validate import as_float, as_int
+from .harmonics import alm_to_real, degrees, harmonic_dimension, real_basis, real_to_alm, sphere_area
+
+__all__ = ["CharacteristicsError", "CharacteristicsSolution"]
+
+#: Degrees up to which moments are summed with the explicit basis (exact to round-off).
+DIRECT_MOMENT_LMAX = 40
+
+
+class CharacteristicsError(RuntimeError):
+    """The characteristics solution stopped being trustworthy.
+
+    Attributes
+    ----------
+    time : float
+        Time at which the check failed.
+    reason : str
+        ``"fold"`` (a step map is not orientation preserving at some node: det DT <= 0),
+        ``"nonfinite"``, ``"unresolved"`` (area defect or unresolved mass above ``tol``) or
+        ``"newton"`` (backward characteristics did not converge).
+    solution : CharacteristicsSolution or None
+        Everything saved before the failure.
+    """
+
+    def __init__(self, message: str, time: float, reason: str, solution=None):
+        super().__init__(message)
+        self.time, self.reason, self.solution = time, reason, solution
+
+
+
+# ----------------------------------------------------------------------------------------
+# the solution
+# ----------------------------------------------------------------------------------------
+
+
+class CharacteristicsSolution:
+    """Node clouds of a characteristics run and everything computed from them.
+
+    Saved time i holds the nodes x_q(t_i) (N_i, d), their masses m_q (N_i,) (Σ m_q = 1), the
+    log-Jacobians log J_q = log det DΦ(x_q(0)) (N_i,), the quadrature weights w_q and initial
+    positions. N_i grows when cells are split. Moments are node sums,
+    ∫ f dρ_{t_i} = Σ_q m_q f(x_q(t_i)).
+
+    Attributes
+    ----------
+    d : int
+        2 (S^1) or 3 (S^2).
+    times : ndarray, shape (n_saved,)
+    error_estimate : ndarray (n_saved,) or None
+        Largest change of the degree <= 4 real coefficients against a run with about M / 2
+        nodes (``error_estimate=True``).
+    meta : dict
+        Parameters, noise description, number of splits, timings (``timing["us_per_node_step"]``).
+
+    Examples
+    --------
+    >>> from meanfield.characteristics import solve_characteristics
+    >>> from meanfield.spde import VonMisesFisher
+    >>> sol = solve_characteristics(VonMisesFisher([0, 0, 1], 4.0), None, beta=1.0, t_eval=0.5, dt=0.05,
+    ...                             n_lat=16, d=3)
+    >>> bool(sol.variance(1) < sol.variance(0))   # attention alone concentrates the tokens
+    True
+    """
+
+    def __init__(self, d, times, snaps, steps, k_save, dt, attention, rho0, split_threshold, meta):
+        self.d, self.times, self._snaps, self._steps = d, times, snaps, steps
+        self._k, self.dt, self._att, self._rho0 = np.asarray(k_save), dt, attention, rho0
+        self.split_threshold = split_threshold
+        self.meta = meta
+        self.error_estimate = None
+
+    def __len__(self) -> int:
+        return self.times.size
+
+    def __repr__(self) -> str:
+        return (f"CharacteristicsSolution(d={self.d}, n_saved={len(self)}, M={self.meta.get('M')}, "
+                f"t_final={self.times[-1] if len(self) else None})")
+
+    def _snap(self, i: int) -> dict:
+        return self._snaps[range(len(self))[i]]
+
+    # -- the node cloud --------------------------------------------------------------------
+    def positions(self, i: int) -> np.ndarray:
+        """Node positions x_q(t_i), shape (N_i, d)."""
+        return self._snap(i)["x"]
+
+    def masses(self, i: int) -> np.ndarray:
+        """Node masses m_q = w_q ρ_0(x_q(0)) (after splits: the parent's mass shared), shape (N_i,)."""
+        return self._snap(i)["mass"]
+
+    def log_jacobians(self, i: int) -> np.ndarray:
+        """log det DΦ_{t_i}(x_q(0)) at the nodes, shape (N_i,)."""
+        return self._snap(i)["logJ"]
+
+    def weights(self, i: int) -> np.ndarray:
+        """Quadrature weights (cell areas in the starting coordinates), shape (N_i,)."""
+        return self._snap(i)["w"]
+
+    def initial_positions(self, i: int) -> np.ndarray:
+        """x_q(0) of the nodes present at save i, shape (N_i, d)."""
+        return self._snap(i)["x0"]
+
+    def diagnostics(self, i: int) -> dict:
+        """``area_defect`` |Σ w_q J_q - |S||/|S|, ``unresolved_mass`` (nodes with image cell longer
+        than ``split_threshold``), ``n_nodes``, ``n_splits``, ``max_cell_length``, log-Jacobian range."""
+        return dict(self._snap(i)["diag"])
+
+    # -- moments -----------------------------------------------------------------------------
+    def mass(self, i: int) -> float:
+        """∫ ρ_{t_i} = Σ_q m_q."""
+        return float(self.masses(i).sum())
+
+    def mean(self, i: int) -> np.ndarray:
+        """E x = Σ_q m_q x_q / Σ_q m_q, shape (d,)."""
+        m = self.masses(i)
+        return m @ self.positions(i) / m.sum()
+
+    def variance(self, i: int) -> float:
+        """1 - |E x|², computed as Σ_q m_q |x_q - E x|² / Σ_q m_q (no cancellation when concentrated)."""
+        m, x = self.masses(i), self.positions(i)
+        c = x - m @ x / m.sum()
+        return float(m @ np.einsum("ij,ij->i", c, c) / m.sum())
+
+    def real_coefficients(self, i: int, lmax: int) -> np.ndarray:
+        """b_lm = Σ_q m_q R_lm(x_q) in the real basis of :func:`meanfield.harmonics.real_basis`.
+
+        Shape (lmax+1)² on S^2, 2 lmax + 1 on S^1; the layout of ``SPDESolution.real_coefficients``.
+        Degrees <= 40 are summed with the explicit basis (exact to round-off), higher ones by
+        one adjoint non-uniform transform (accuracy 2e-13).
+        """
+        lmax = as_int(lmax, "lmax", min_value=0)
+        m, x = self.masses(i), self.positions(i)
+        if lmax <= DIRECT_MOMENT_LMAX or self.d == 2:
+            out = 0.0
+            block = max(1, 2**22 // ((lmax + 1) ** 2))
+            for s in range(0, x.shape[0], block):
+                out = out + m[s : s + block] @ real_basis(self.d, lmax, x[s : s + block])
+            return np.asarray(out)
+        return alm_to_real(Backend(3, 2e-13).adjoint(m[None], x, lmax)[0], lmax)
+
+    def moments(self, i: int, lmax: int = 4) -> np.ndarray:
+        """Real harmonic coefficients up to degree ``lmax`` (default 4); see :meth:`real_coefficients`."""
+        return self.real_coefficients(i, lmax)
+
+    def coefficients(self, i: int, lmax: int) -> np.ndarray:
+        """Coefficients in the layout of ``SPDESolution.coeffs``: S^2 complex alm (healpy packing), S^1 real."""
+        b = self.real_coefficients(i, lmax)
+        return real_to_alm(b, lmax) if self.d == 3 else b
+
+    # -- fields ------------------------------------------------------------------------------
+    def velocity(self, i: int, x) -> np.ndarray:
+        """Attention velocity v[ρ_{t_i}](x) = P_x V N/G of the node cloud at points x (N, d) -> (N, d)."""
+        att = self._att
+        if att is None:
+            raise ValueError("this run had attention switched off")
+        x = self._points(x)
+        c = att.coefficients(self.positions(i), self.masses(i))
+        return att.evaluate(c, x, jac=False)[0]
+
+    def energy(self, i: int, beta: float | None = None, *, kind: str = "gap") -> float:
+        """Gap energy E_β = (1/2β) ∫∫ (e^β - e^{β<x,y>}) dρ dρ (``kind="gap"``) or
+        E_β^+ = (1/2β) ∫∫ e^{β<x,y>} dρ dρ (``kind="attention"``) of the normalised node cloud.
+
+        As :func:`meanfield.attention.gap_energy` / ``attention_energy`` with weights = masses.
+        Up to 4000 nodes by the direct double sum; above, spectrally,
+        ∫∫ e^{β(<x,y>-1)} dμ dμ = Σ_l e^{-β} λ_l Σ_m |μ_lm|², truncated where the tail bound
+        Σ_{l>L} e^{-β} λ_l Z_l(1) is below 1e-17. β defaults to the run's β; at β = 0 the gap
+        energy is ½ (1 - |E x|²).
+        """
+        from .attention import attention_eigenvalues, attention_energy, gap_energy
+
+        if kind not in ("gap", "attention"):
+            raise ValueError(f"kind must be 'gap' or 'attention', got {kind!r}")
+        beta = self.meta["beta"] if beta is None else as_float(beta, "beta", min_value=0.0)
+        m, x = self.masses(i), self.positions(i)
+        if beta == 0.0:
+            if kind == "attention":
+                raise ValueError("the attention energy needs beta > 0")
+            return 0.5 * self.variance(i)
+        if x.shape[0] <= 4000:
+            return (gap_energy if kind == "gap" else attention_energy)(x, beta, weights=m)
+        L = 8
+        while True:
+            lam = attention_eigenvalues(self.d, beta, L + 40)
+            z1 = harmonic_dimension(self.d, L + 40) / sphere_area(self.d)
+            tail = np.cumsum((lam * z1)[::-1])[::-1]
+            ok = np.nonzero(tail[1:] <= 1e-17)[0]
+            if ok.size:
+                L = int(ok[0])
+                break
+            L *= 2
+        b = self.real_coefficients(i, L) / m.sum()
+        s = float(np.sum(attention_eigenvalues(self.d, beta, L)[degrees(self.d, L)] * b * b))
+        c = math.exp(beta) / (2 * beta)
+        return c * (1.0 - s) if kind == "gap" else c * s
+
+    def _points(self, x) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+        if x.ndim != 2 or x.shape[1] != self.d:
+            raise ValueError(f"x must have shape (N, {self.d}), got {x.shape}")
+        return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+    def node_density(self, i: int) -> np.ndarray:
+        """Forward density at the nodes, ρ_{t_i}(x_q(t_i)) = ρ_0(x_q(0)) / J_q, shape (N_i,)."""
+        s = self._snap(i)
+        return self._rho0(s["x0"]) * np.exp(-s["logJ"])
+
+    def density(self, i: int, x, *, block: int = 20000) -> np.ndarray:
+        """ρ_{t_i}(x) at points x (N, d) by backward characteristics -> (N,).
+
+        x_n = x, x_k = T_k^{-1}(x_{k+1}) by Newton on the sphere (stored attention coefficients
+        and noise of step k), ρ = ρ_0(x_0) / Π_k det DT_k(x_k). Raises
+        :class:`CharacteristicsError` (reason ``"newton"``) if an inversion does not converge.
+        """
+        y = self._points(x)
+        k_end = int(self._k[range(len(self))[i]])
+        out = np.empty(y.shape[0])
+        for s in range(0, y.shape[0], block):
+            z = y[s : s + block]
+            logj = np.zeros(z.shape[0])
+            for k in range(k_end - 1, -1, -1):
+                z, ld, res = invert_step(self._steps[k], self._att, z)
+                if not np.all(res < 1e-9) or not np.all(np.isfinite(ld)):
+                    raise CharacteristicsError(
+                        f"backward characteristics did not converge at t = {k * self.dt:.6g} (largest residual "
+                        f"{np.nanmax(res):.3g}, or a step map folds there); rerun with a smaller dt (now {self.dt:g})",
+                        k * self.dt, "newton", self)
+                logj += ld
+            out[s : s + block] = self._rho0(z) * np.exp(-logj)
+        return out
+
+    def density_on_grid(self, i: int, nlat: int | None = None, nlon: int | None = None):
+        """ρ_{t_i} on a regular grid by backward characteristics (for plots and comparisons).
+
+        Returns
+        -------
+        S^2: (colatitude (nlat,), longitude (nlon,), values (nlat, nlon)) on the grid of
+        ``SPDESolution.density_on_grid`` (colatitude π j/(nlat-1), longitude 2π k/nlon).
+        S^1: (theta (nlon,), values (nlon,)), θ = 2π k / nlon.
+        """
+        if self.d == 2:
+            n = as_int(nlon or 256, "nlon", min_value=1)
+            th = 2 * np.pi * np.arange(n) / n
+            return th, self.density(i, np.stack([np.cos(th), np.sin(th)], axis=1))
+        nlat = as_int(nlat or 65, "nlat", min_value=2)
+        nlon = as_int(nlon or 2 * nlat, "nlon", min_value=1)
+        th = np.pi * np.arange(nlat) / (nlat - 1)
+        ph = 2 * np.pi * np.arange(nlon) / nlon
+        T, P = np.meshgrid(th, ph, indexing="ij")
+        pts = np.stack([np.sin(T) * np.cos(P), np.sin(T) * np.sin(P), np.cos(T)], axis=-1).reshape(-1, 3)
+        return th, ph, self.density(i, pts).reshape(nlat, nlon)
