@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from meanfield.characteristics import solve_characteristics
+from meanfield.spde import solve_characteristics
 from meanfield.kernels import ActivationKernel
 from meanfield.noise import NoisePath
 from meanfield.spde import VonMisesFisher

@@ -13,13 +13,13 @@ import math
 import numpy as np
 import pytest
 
-from meanfield._characteristics_maps import Attention, NoiseStep, Step, apply_step, frame, project_points
+from meanfield.spde._char_maps import Attention, NoiseStep, Step, apply_step, frame, project_points
 from meanfield.attention import gap_energy
 from meanfield.attention_spectral import SpectralAttention
-from meanfield.characteristics import CharacteristicsError, CharacteristicsSolution, solve_characteristics
+from meanfield.spde import CharacteristicsError, CharacteristicsSolution, solve_characteristics
 from meanfield.harmonics import real_basis
 from meanfield.kernels import ActivationKernel
-from meanfield.noise import NoisePath, RandomFeatureNoise, RotationNoise
+from meanfield.noise import NoiseField, NoisePath, NoiseSource, RandomFeatureNoise, RotationNoise
 from meanfield.particles import solve_particles
 from meanfield.spde import Mixture, SPDESolution, VonMisesFisher, solve_spde
 
@@ -376,13 +376,21 @@ def test_energy_and_variance():
     assert abs(big.energy(1, kind="attention") - (math.exp(2.0) / 4.0 - big.energy(1))) < 1e-12
 
 
-class _FoldingNoise:
+class _AntipodalField(NoiseField):
+    def __init__(self, t0, t1):
+        self.t0, self.t1 = t0, t1
+
+    def __call__(self, x):
+        return -2.0 * np.asarray(x)
+
+
+class _FoldingNoise(NoiseSource):
     """ΔW(x) = -2x over every step: z = -x, the antipodal map, which reverses orientation on S^2."""
 
     d, kappa1, t_max = 3, 1.0, 10.0
 
     def field(self, t0, t1):
-        return lambda x: -2.0 * np.asarray(x)
+        return _AntipodalField(t0, t1)
 
 
 def test_folding_raises_clear_error():
@@ -431,3 +439,19 @@ def test_bad_inputs():
         solve_characteristics(VonMisesFisher([1.0, 0.0], 1.0), noise, 1.0, 0.1, 0.05, **base)
     with pytest.raises(TypeError, match="field"):
         solve_characteristics(VMF, object(), 1.0, 0.1, 0.05, **base)
+
+
+def test_solve_spde_dispatches_to_the_characteristics_scheme(monkeypatch):
+    """solve_spde(scheme="characteristics") is the same solver, with lmax as the default degree."""
+    monkeypatch.setenv("MEANFIELD_NUM_THREADS", "1")  # transforms sum in a fixed order
+    noise = NoisePath(ActivationKernel("relu"), d=3, lmax=4, seed=2, t_max=0.25)
+    rho0 = VonMisesFisher([0, 0, 1], 4.0)
+    a = solve_spde(rho0, noise, beta=1.0, lmax=8, dt=2**-5, t_eval=[0.25], scheme="characteristics", n_lat=24)
+    b = solve_characteristics(rho0, noise, 1.0, [0.25], 2**-5, n_lat=24)
+    assert np.array_equal(a.positions(-1), b.positions(-1))
+    assert a.real_coefficients(-1).shape == (81,)
+    assert np.array_equal(a.coefficients(-1), a.coefficients(-1, 8))
+    with pytest.raises(TypeError, match="only scheme='characteristics'"):
+        solve_spde(rho0, noise, beta=1.0, lmax=16, dt=2**-5, t_eval=[0.25], n_lat=24)
+    with pytest.raises(ValueError, match="scheme must be one of .*'characteristics'"):
+        solve_spde(rho0, noise, beta=1.0, lmax=16, dt=2**-5, t_eval=[0.25], scheme="lagrange")

@@ -34,10 +34,14 @@ class NoiseField(abc.ABC):
         harmonic expansion of degree ``lmax`` (lets grid solvers synthesise it by a fast
         transform); None otherwise.
     lmax : int or None
+    omega : ndarray (d, d) or None
+        The matrix Ω when the field is linear, ΔW(x) = Ω x (a rotation generator when skew);
+        None otherwise.
     """
 
     coeffs: np.ndarray | None = None
     lmax: int | None = None
+    omega: np.ndarray | None = None
 
     @property
     def dt(self) -> float:

@@ -45,13 +45,18 @@ Package layout: initial densities (:mod:`._initial`, public base class
 :class:`InitialCondition`), the attention velocity (:mod:`._velocity`), the solution object
 (:mod:`._solution`), the scheme registry (:mod:`._schemes`; a new scheme is a new file
 registering a :class:`Scheme` subclass) with schemes (a) and (b) in :mod:`._exponential`
-and :mod:`._pushforward`, and the driver :func:`solve_spde` (:mod:`._solve`).
+and :mod:`._pushforward`, the driver :func:`solve_spde` (:mod:`._solve`), and the
+characteristics scheme :func:`solve_characteristics` (``scheme="characteristics"``), which
+carries ρ_t as the push-forward of ρ_0 on a weighted quadrature cloud moved by the particle
+step maps, with no degree limit (:mod:`._characteristics` and its helpers).
 
 The solver monitors the spectral tail, the negative part and finiteness after every
 step and raises :class:`SPDEResolutionError` (carrying the partial solution) instead of
 returning an unresolved solution (SPEC §6).
 """
 
+from ._char_solution import CharacteristicsError, CharacteristicsSolution
+from ._characteristics import solve_characteristics
 from ._exponential import CFL_GROWTH, ExponentialEuler, exponential_euler_growth
 from ._initial import InitialCondition, Mixture, Uniform, VonMisesFisher, initial_condition_from_dict
 from ._pushforward import PushForward
@@ -81,6 +86,9 @@ __all__ = [
     "scheme_names",
     "get_scheme",
     "Velocity",
+    "solve_characteristics",
+    "CharacteristicsSolution",
+    "CharacteristicsError",
 ]
 
 

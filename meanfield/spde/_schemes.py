@@ -14,7 +14,6 @@ import numpy as np
 
 from ..noise import NoiseSource
 from ..sphere import Basis, Grid
-from ._velocity import Velocity
 
 __all__ = ["Problem", "Scheme", "register_scheme", "get_scheme", "scheme_names", "noise_on_grid"]
 
@@ -89,7 +88,8 @@ def scheme_names() -> tuple[str, ...]:
 def get_scheme(name: str) -> type:
     """The scheme class registered under ``name`` (ValueError naming the choices otherwise)."""
     if name not in _SCHEMES:
-        raise ValueError(f"scheme must be one of {', '.join(map(repr, _SCHEMES))}, got {name!r}")
+        choices = ", ".join(map(repr, (*_SCHEMES, "characteristics")))
+        raise ValueError(f"scheme must be one of {choices}, got {name!r}")
     return _SCHEMES[name]
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import time as _time
 
 import numpy as np
@@ -11,6 +10,7 @@ from .._validate import as_beta, as_bool, as_float, as_int, as_matrix
 from ..attention import required_degree
 from ..noise import check_noise
 from ..sphere import Basis, Grid, basis, check_dimension
+from ._characteristics import solve_characteristics
 from ._initial import InitialCondition, Uniform, check_resolved, initial_condition_from_dict
 from ._schemes import Problem, get_scheme
 from ._solution import SPDESolution, SPDEResolutionError, tail_fraction
@@ -142,7 +142,8 @@ def solve_spde(
     d: int | None = None,
     t0: float = 0.0,
     progress: bool = False,
-) -> SPDESolution:
+    **options,
+):
     """Solve the McKean–Vlasov SPDE of SPEC §4 on S^1 (d = 2) or S^2 (d = 3) for one noise path.
 
     dρ = [ -div_S(ρ v[ρ]) + ½ κ_σ(1) Δ_S ρ ] dt - div_S(ρ P_x dW),  v[ρ] = P_x A(x; ρ) with
@@ -173,7 +174,7 @@ def solve_spde(
         ``noise.field(n h, (n+1) h)``, exactly those of a particle run with the same step.
     t_eval : array_like
         Non-decreasing save times, each a multiple of ``dt`` (to 1e-9 relative).
-    scheme : {"pushforward", "exponential"} or any name in :func:`scheme_names`
+    scheme : {"pushforward", "exponential", "characteristics"} or any name in :func:`scheme_names`
         (b) Lagrangian–spectral push-forward (default; no step-size condition, matches
         particles at fixed h) or (a) Eulerian Itô exponential Euler.
     attention, noise_on : bool
@@ -200,6 +201,17 @@ def solve_spde(
         they are zero-padded) this restarts it, e.g. at a higher ``lmax``.
     progress : bool
         Show a tqdm progress bar.
+    **options
+        ``scheme="characteristics"`` only: the options of :func:`solve_characteristics`
+        (``M``/``n_lat``, ``split``, ``split_threshold``, ``tol``, ``error_estimate``, ...).
+
+    Notes
+    -----
+    ``scheme="characteristics"`` follows the density along the particles' own step maps on a
+    weighted quadrature cloud, without projecting onto harmonics, so it stays resolved while
+    the density concentrates (synchronisation); it returns a
+    :class:`CharacteristicsSolution` and ``lmax`` is then only the default degree of the
+    coefficients it reports. The Eulerian schemes return an :class:`SPDESolution`.
 
     Returns
     -------
@@ -225,6 +237,18 @@ def solve_spde(
     (3, 153)
     """
     wall0 = _time.perf_counter()
+    if scheme == "characteristics":
+        if filter is not None:
+            raise ValueError("filter applies to the Eulerian schemes; the characteristics scheme has no degree to filter")
+        if as_float(t0, "t0", min_value=0.0) != 0.0:
+            raise ValueError("t0 != 0 (restart) is available for the Eulerian schemes; the characteristics scheme "
+                             "starts from rho0 at t = 0")
+        sol = solve_characteristics(rho0, noise, beta, t_eval, dt, V=V, attention=attention,
+                                    noise_map=noise_map, d=d, progress=progress, **options)
+        sol.lmax = as_int(lmax, "lmax", min_value=1)
+        return sol
+    if options:
+        raise TypeError(f"solve_spde() got options {sorted(options)} that only scheme='characteristics' accepts")
     scheme_cls = get_scheme(scheme)
     if noise_map not in ("projected", "flow"):
         raise ValueError(f"noise_map must be 'projected' or 'flow', got {noise_map!r}")

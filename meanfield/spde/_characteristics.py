@@ -53,17 +53,18 @@ after splits and ``tol`` applies to the unresolved mass only (``area_tol`` is op
 from __future__ import annotations
 
 import math
-import numbers
 import time as _time
 
 import numpy as np
 
-from ._characteristics_cells import Cells
-from ._characteristics_maps import Attention, NoiseStep, Step, apply_step, matmat, step_log_det
-from ._characteristics_solution import CharacteristicsError, CharacteristicsSolution
-from ._validate import as_float, as_int, as_matrix
-from .harmonics import sphere_area
-from .particles import step_grid
+from ._char_cells import Cells
+from ._char_maps import Attention, NoiseStep, Step, apply_step, matmat, step_log_det
+from ._char_solution import CharacteristicsError, CharacteristicsSolution
+from ._initial import InitialCondition, Uniform, initial_condition_from_dict
+from .._validate import as_beta, as_bool, as_float, as_int, as_matrix
+from ..noise import check_noise
+from ..harmonics import sphere_area
+from ..particles import step_grid
 
 __all__ = ["solve_characteristics", "CharacteristicsSolution", "CharacteristicsError"]
 
@@ -78,8 +79,6 @@ NOISE_EPS = 1e-12
 
 def _initial_density(rho0, d: int):
     """A callable ρ_0(x) (N, d) -> (N,) and a description."""
-    from .spde import Uniform, initial_condition_from_dict
-
     if isinstance(rho0, dict):
         rho0 = initial_condition_from_dict(rho0, d)
     if isinstance(rho0, str):
@@ -87,30 +86,14 @@ def _initial_density(rho0, d: int):
             raise ValueError(f"rho0 = {rho0!r}: the only named initial condition is 'uniform'; "
                              "use VonMisesFisher(mu, kappa) or Mixture([...], weights)")
         rho0 = Uniform(d)
-    if hasattr(rho0, "density") and hasattr(rho0, "d"):
+    if isinstance(rho0, InitialCondition):
         if rho0.d != d:
             raise ValueError(f"rho0 lives on S^{rho0.d - 1} but the solver runs on S^{d - 1} (d = {d})")
-        desc = rho0.to_dict() if hasattr(rho0, "to_dict") else {"kind": repr(rho0)}
-        return rho0.density, desc
+        return rho0.density, rho0.to_dict()
     if callable(rho0):
         return (lambda x: np.asarray(rho0(x), dtype=np.float64)), {"kind": "callable", "repr": repr(rho0)}
     raise TypeError("rho0 must be 'uniform', a dict, an initial-condition object (Uniform, VonMisesFisher, "
                     f"Mixture) or a callable density rho0(x) for points (N, d); got {type(rho0).__name__}")
-
-
-def _noise_info(noise) -> dict:
-    if noise is None:
-        return {"type": None}
-    info = {"type": type(noise).__name__, "d": getattr(noise, "d", None), "kappa1": float(noise.kappa1)}
-    for name in ("lmax", "scale", "width", "t_max", "kept_fraction"):
-        if hasattr(noise, name):
-            info[name] = getattr(noise, name)
-    seed = getattr(noise, "seed", None)
-    if isinstance(seed, numbers.Integral):
-        info["seed"] = int(seed)
-    elif seed is not None:
-        info["seed"] = repr(seed)
-    return info
 
 
 # ----------------------------------------------------------------------------------------
@@ -218,7 +201,7 @@ def solve_characteristics(
         ``"uniform"``, a dict for :func:`meanfield.spde.initial_condition_from_dict`, a
         ``Uniform`` / ``VonMisesFisher`` / ``Mixture``, or a non-negative density ``rho0(x)``
         for points (N, d) -> (N,) integrating to 1 (to 1e-6 by the initial rule).
-    noise : NoisePath, RotationNoise, RandomFeatureNoise, any object with ``field(t0, t1)`` and ``kappa1``, or None
+    noise : NoiseSource or None
         The common noise; it fixes d. ``None`` is the deterministic equation (give ``d``).
         Spectral noise is differentiated exactly; other fields by a centred difference
         (step 1e-6, error about 1e-10).
@@ -303,19 +286,17 @@ def solve_characteristics(
         if d is None:
             raise ValueError("d must be given when noise is None (deterministic equation)")
     else:
-        if not hasattr(noise, "field") or not hasattr(noise, "kappa1"):
-            raise TypeError(f"noise must provide field(t0, t1) and kappa1 (NoisePath, RotationNoise, "
-                            f"RandomFeatureNoise), got {type(noise).__name__}")
-        nd = getattr(noise, "d", None)
-        if d is not None and nd is not None and int(d) != int(nd):
-            raise ValueError(f"the noise lives in dimension d = {nd} but d = {d} was requested")
-        d = nd if nd is not None else d
+        check_noise(noise)
+        if d is not None and int(d) != int(noise.d):
+            raise ValueError(f"the noise lives in dimension d = {noise.d} but d = {d} was requested")
+        d = noise.d
     d = as_int(d, "d", min_value=2)
     if d not in (2, 3):
         raise ValueError(f"the characteristics solver supports d = 2 (S^1) and d = 3 (S^2), got d = {d}")
-    beta = as_float(beta, "beta", min_value=0.0)
+    beta = as_beta(beta)
     dt = as_float(dt, "dt", min_value=0.0, strict_min=True)
-    attention = bool(attention)
+    attention = as_bool(attention, "attention")
+    progress = as_bool(progress, "progress")
     attention_tol = as_float(attention_tol, "attention_tol", min_value=0.0, strict_min=True)
     if np.ndim(t_eval) == 0:
         t_eval = [0.0, as_float(t_eval, "t_eval", min_value=0.0)]
@@ -326,11 +307,12 @@ def solve_characteristics(
                          "of times >= 0")
     k_save = step_grid(0.0, dt, t_eval)
     n_total = int(k_save[-1])
-    if noise is not None and n_total * dt > getattr(noise, "t_max", math.inf) * (1 + 1e-12):
+    if noise is not None and n_total * dt > noise.t_max * (1 + 1e-12):
         raise ValueError(f"t_eval reaches {n_total * dt} beyond the noise path's t_max = {noise.t_max}; "
                          "build the noise with a larger t_max")
-    if noise_map == "flow" and noise is not None and not hasattr(noise, "omega"):
-        raise ValueError("noise_map='flow' needs a rotation noise (an object with omega(t0, t1))")
+    if noise_map == "flow" and noise is not None and not noise.supports_flow:
+        raise ValueError("noise_map='flow' needs a rotation noise (a NoiseSource with supports_flow, e.g. "
+                         f"RotationNoise), got {type(noise).__name__}")
     V = as_matrix(V, "V", d)
     if d == 3:
         if M is not None and n_lat is not None:
@@ -382,7 +364,7 @@ def solve_characteristics(
         "M": M0, "n_lat": n_init if d == 3 else None, "attention": attention,
         "attention_lmax": None if att is None else att.lmax, "attention_tol": attention_tol,
         "noise_map": noise_map, "V": None if V is None else V.tolist(), "rho0": rho0_desc,
-        "noise": _noise_info(noise), "split": split, "split_threshold": split_threshold,
+        "noise": {"type": None} if noise is None else noise.describe(), "split": split, "split_threshold": split_threshold,
         "split_every": split_every, "max_split": max_split, "max_nodes": max_nodes, "tol": tol, "area_tol": area_tol,
         "seed": seed, "n_steps": n_total,
     }

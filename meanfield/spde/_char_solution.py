@@ -1,4 +1,4 @@
-"""Result and error classes of the characteristics scheme (see :mod:`meanfield.characteristics`)."""
+"""Result and error classes of the characteristics scheme (see :func:`meanfield.spde.solve_characteristics`)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ import math
 
 import numpy as np
 
-from ._characteristics_maps import Backend, invert_step
-from ._validate import as_float, as_int
-from .harmonics import alm_to_real, degrees, harmonic_dimension, real_basis, real_to_alm, sphere_area
+from ._char_maps import Backend, invert_step
+from .._validate import as_float, as_int
+from ..sphere import basis
+from ..harmonics import alm_to_real, degrees, harmonic_dimension, real_basis, sphere_area
 
 __all__ = ["CharacteristicsError", "CharacteristicsSolution"]
 
@@ -63,7 +64,7 @@ class CharacteristicsSolution:
 
     Examples
     --------
-    >>> from meanfield.characteristics import solve_characteristics
+    >>> from meanfield.spde import solve_characteristics
     >>> from meanfield.spde import VonMisesFisher
     >>> sol = solve_characteristics(VonMisesFisher([0, 0, 1], 4.0), None, beta=1.0, t_eval=0.5, dt=0.05,
     ...                             n_lat=16, d=3)
@@ -130,14 +131,18 @@ class CharacteristicsSolution:
         c = x - m @ x / m.sum()
         return float(m @ np.einsum("ij,ij->i", c, c) / m.sum())
 
-    def real_coefficients(self, i: int, lmax: int) -> np.ndarray:
+    #: Default degree of :meth:`real_coefficients` and :meth:`coefficients` (set by ``solve_spde``).
+    lmax: int | None = None
+
+    def real_coefficients(self, i: int, lmax: int | None = None) -> np.ndarray:
         """b_lm = Σ_q m_q R_lm(x_q) in the real basis of :func:`meanfield.harmonics.real_basis`.
 
         Shape (lmax+1)² on S^2, 2 lmax + 1 on S^1; the layout of ``SPDESolution.real_coefficients``.
         Degrees <= 40 are summed with the explicit basis (exact to round-off), higher ones by
-        one adjoint non-uniform transform (accuracy 2e-13).
+        one adjoint non-uniform transform (accuracy 2e-13). ``lmax`` defaults to the
+        solution's :attr:`lmax`.
         """
-        lmax = as_int(lmax, "lmax", min_value=0)
+        lmax = as_int(self._degree(lmax), "lmax", min_value=0)
         m, x = self.masses(i), self.positions(i)
         if lmax <= DIRECT_MOMENT_LMAX or self.d == 2:
             out = 0.0
@@ -151,10 +156,17 @@ class CharacteristicsSolution:
         """Real harmonic coefficients up to degree ``lmax`` (default 4); see :meth:`real_coefficients`."""
         return self.real_coefficients(i, lmax)
 
-    def coefficients(self, i: int, lmax: int) -> np.ndarray:
+    def _degree(self, lmax):
+        if lmax is None:
+            if self.lmax is None:
+                raise TypeError("give the degree lmax (the solution has no default degree)")
+            return self.lmax
+        return lmax
+
+    def coefficients(self, i: int, lmax: int | None = None) -> np.ndarray:
         """Coefficients in the layout of ``SPDESolution.coeffs``: S^2 complex alm (healpy packing), S^1 real."""
-        b = self.real_coefficients(i, lmax)
-        return real_to_alm(b, lmax) if self.d == 3 else b
+        lmax = self._degree(lmax)
+        return basis(self.d, lmax).from_real(self.real_coefficients(i, lmax))
 
     # -- fields ------------------------------------------------------------------------------
     def velocity(self, i: int, x) -> np.ndarray:
@@ -176,7 +188,7 @@ class CharacteristicsSolution:
         Σ_{l>L} e^{-β} λ_l Z_l(1) is below 1e-17. β defaults to the run's β; at β = 0 the gap
         energy is ½ (1 - |E x|²).
         """
-        from .attention import attention_eigenvalues, attention_energy, gap_energy
+        from ..attention import attention_eigenvalues, attention_energy, gap_energy
 
         if kind not in ("gap", "attention"):
             raise ValueError(f"kind must be 'gap' or 'attention', got {kind!r}")

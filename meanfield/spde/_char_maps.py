@@ -30,27 +30,19 @@ truncation error that the degree is chosen to keep below ``tol``.
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 
-from .attention import attention_eigenvalues
-from .attention_spectral import DUCC_EPS_MIN, SpectralAttention, _s2_loc, _s2_tangent
-from .harmonics import real_to_alm
+from .._threads import default_threads
+from ..attention import attention_eigenvalues
+from ..attention_spectral import DUCC_EPS_MIN, SpectralAttention, _s2_loc, _s2_tangent
+from ..sphere import basis
 
 __all__: list[str] = []
 
 #: Step of the centred finite difference used for the gradient of a noise field that is not
 #: spectral (random-feature MLP noise): error O(FD_STEP²) + O(ε_machine / FD_STEP) ≈ 1e-10.
 FD_STEP = 1e-6
-
-
-def _threads() -> int:
-    try:
-        n = len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover
-        n = os.cpu_count() or 1
-    return max(1, n)
 
 
 # Batched products of small matrices: np.matmul on stacks of 3 x 3 matrices is about 2x faster
@@ -113,7 +105,7 @@ class Backend:
     """
 
     def __init__(self, d: int, eps: float):
-        self.d, self.eps, self.nthreads = d, max(eps, DUCC_EPS_MIN), _threads()
+        self.d, self.eps, self.nthreads = d, max(eps, DUCC_EPS_MIN), default_threads()
 
     def ell(self, lmax: int) -> np.ndarray:
         if self.d == 2:
@@ -300,19 +292,17 @@ class NoiseStep:
         self.field, self.d, self.flow = field, d, flow
         self.kind = "generic"
         self.R = None
-        coeffs = getattr(field, "coeffs", None)
-        path = getattr(field, "path", None)
         if flow:
             from scipy.linalg import expm
 
             self.kind = "flow"
             self.R = expm(field.omega)
-        elif coeffs is not None and path is not None and hasattr(path, "lmax"):
+        elif field.coeffs is not None and field.lmax is not None:
             self.kind = "spectral"
-            self.lmax = int(path.lmax)
-            self.coeffs = real_to_alm(coeffs, self.lmax) if d == 3 else np.asarray(coeffs, dtype=np.float64)
+            self.lmax = int(field.lmax)
+            self.coeffs = basis(d, self.lmax).from_real(field.coeffs)
             self.backend = Backend(d, eps)
-        elif hasattr(field, "omega"):
+        elif field.omega is not None:
             self.kind = "linear"
             self.omega = np.asarray(field.omega, dtype=np.float64)
 

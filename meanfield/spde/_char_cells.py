@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from .harmonics import angles_to_cart, tangent_frame
+from ..harmonics import angles_to_cart, tangent_frame
 
 __all__: list[str] = []
 
