@@ -455,3 +455,22 @@ def test_solve_spde_dispatches_to_the_characteristics_scheme(monkeypatch):
         solve_spde(rho0, noise, beta=1.0, lmax=16, dt=2**-5, t_eval=[0.25], n_lat=24)
     with pytest.raises(ValueError, match="scheme must be one of .*'characteristics'"):
         solve_spde(rho0, noise, beta=1.0, lmax=16, dt=2**-5, t_eval=[0.25], scheme="lagrange")
+
+
+def test_save_load_and_cell_density(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    noise = NoisePath(ActivationKernel("relu"), d=3, lmax=4, seed=2, t_max=0.25)
+    sol = solve_characteristics(VonMisesFisher([0, 0, 1], 4.0), noise, 1.0, [0.0, 0.25], 2**-5, n_lat=16)
+    back = CharacteristicsSolution.load(sol.save(tmp_path / "run"))
+    assert np.array_equal(back.positions(-1), sol.positions(-1)) and back.times.tolist() == [0.0, 0.25]
+    assert back.variance(-1) == sol.variance(-1) and back.energy(-1) == sol.energy(-1)
+    with pytest.raises(ValueError, match="read from a file"):
+        back.density(-1, np.array([[0.0, 0.0, 1.0]]))
+    # the cell average integrates to the mass exactly (every node falls in one cell)
+    colat, lon, vals = sol.cell_density(-1, 30, 60)
+    edges = np.pi * np.arange(31) / 30
+    area = (np.cos(edges[:-1]) - np.cos(edges[1:]))[:, None] * (2 * np.pi / 60)
+    assert abs((vals * area).sum() - 1.0) < 1e-12
+    assert sol.plot(-1).has_data()

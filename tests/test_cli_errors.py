@@ -138,11 +138,11 @@ def test_spde_writes_settings_and_progress(tmp_path, capsys):
 def test_spde_unresolved_keeps_partial_solution_and_figure(tmp_path, capsys):
     from meanfield.spde import SPDESolution
 
-    code = main(["spde", "--d", "2", "--lmax", "16", "--dt", "0.01", "--T", "0.3", "--n-save", "31",
-                 "--kappa", "10", "--output", str(tmp_path / "run")])
+    code = main(["spde", "--scheme", "pushforward", "--d", "2", "--lmax", "16", "--dt", "0.01", "--T", "0.3",
+                 "--n-save", "31", "--kappa", "10", "--output", str(tmp_path / "run")])
     assert code == 3
     err = _one_line_error(capsys, "no longer resolved at t = 0.04", "--T 0.03", "--lmax 32", "--filter 16",
-                          "run_partial.npz")
+                          "--scheme characteristics", "run_partial.npz")
     assert "lower dt" not in err
     assert (tmp_path / "run_partial.png").stat().st_size > 1000
     assert (tmp_path / "run_partial.json").exists()

@@ -1,7 +1,9 @@
 """``meanfield spde``: solve the McKean–Vlasov SPDE from flags or a TOML file.
 
-Writes ``<output>.npz`` (times, coefficients, JSON metadata: parameters, seed, noise,
-package version; read it back with :meth:`meanfield.spde.SPDESolution.load`),
+Writes ``<output>.npz`` (the node clouds of the characteristics scheme, or the coefficients
+of an Eulerian scheme, with JSON metadata: parameters, seed, noise, package version; read it
+back with :meth:`meanfield.spde.CharacteristicsSolution.load` or
+:meth:`meanfield.spde.SPDESolution.load`),
 ``<output>.json`` (the resolved settings) and ``<output>.png`` (the density at the saved
 times: Mollweide maps on S^2, a line plot on S^1), and prints the paths. If the solver
 loses resolution, the part computed so far is saved as ``<output>_partial.{npz,json,png}``
@@ -10,12 +12,13 @@ and the command exits with code 3, naming remedies computed from the settings.
 A TOML configuration uses the long flag names with underscores, e.g.::
 
     d = 3
-    scheme = "pushforward"
+    scheme = "characteristics"
     beta = 1.0
     lmax = 32
-    dt = 0.01
-    T = 0.5
-    n_save = 3
+    nodes = 8192
+    dt = 0.015625
+    T = 4.0
+    n_save = 5
     noise = "relu"          # an activation name, "rotation" or "none"
     noise_lmax = 8
     seed = 0
@@ -46,12 +49,13 @@ from ._common import (
 #: Built-in defaults (used when neither a flag nor the config file sets a value).
 DEFAULTS = {
     "d": 3,
-    "scheme": "pushforward",
+    "scheme": "characteristics",
     "beta": 1.0,
     "lmax": 32,
-    "dt": 0.01,
-    "T": 0.5,
-    "n_save": 3,
+    "nodes": 8192,
+    "dt": 0.015625,
+    "T": 4.0,
+    "n_save": 5,
     "noise": "relu",
     "noise_lmax": 8,
     "noise_scale": 1.0,
@@ -69,8 +73,10 @@ DEFAULTS = {
 
 
 DESCRIPTION = f"""\
-Solve the stochastic McKean-Vlasov SPDE of the token density on S^1 or S^2 (push-forward
-or exponential scheme) on one common noise path, from flags or a TOML file (flags
+Solve the stochastic McKean-Vlasov SPDE of the token density on S^1 or S^2 on one common
+noise path: by characteristics (default; the density is carried by a weighted quadrature
+cloud moved with the particles' step maps, so it stays resolved through synchronisation) or
+by an Eulerian spectral scheme (push-forward or exponential, at a fixed degree --lmax), from flags or a TOML file (flags
 override the file; a TOML file uses the long option names with underscores, e.g.
 noise_lmax = 8).
 
@@ -83,9 +89,10 @@ Reference: {CITATION}."""
 #: Help of each option (the default is appended from :data:`DEFAULTS`).
 _HELP = {
     "d": "ambient dimension: 2 (S^1) or 3 (S^2)",
-    "scheme": "time stepper: pushforward or exponential",
+    "scheme": "characteristics, pushforward or exponential",
     "beta": "attention inverse temperature (>= 0)",
-    "lmax": "harmonic degree of the state (>= 1)",
+    "lmax": "harmonic degree of the state of the Eulerian schemes; degree of the reported coefficients (>= 1)",
+    "nodes": "characteristics scheme: number of quadrature nodes (S^2: rounded to 2 n^2) (>= 8)",
     "dt": "time step (> 0)",
     "T": "final time (> 0, a multiple of --dt)",
     "n_save": "number of saved times, including t = 0 (>= 1)",
@@ -125,9 +132,10 @@ def register(subparsers) -> argparse.ArgumentParser:
 
     p.add_argument("--config", metavar="FILE", help="TOML file with the parameters (flags override it)")
     opt("d", type=int, choices=(2, 3))
-    opt("scheme", choices=("pushforward", "exponential"))
+    opt("scheme", choices=("characteristics", "pushforward", "exponential"))
     opt("beta", type=float)
     opt("lmax", type=int)
+    opt("nodes", type=int)
     opt("dt", type=float)
     opt("T", type=float)
     opt("n_save", type=int)
@@ -206,11 +214,13 @@ def _check(s: dict, source: dict) -> dict:
 
     if s["d"] not in (2, 3):
         raise bad("d", "must be 2 (S^1) or 3 (S^2)")
-    for key, choices in (("scheme", ("pushforward", "exponential")), ("init", ("vmf", "uniform", "mixture"))):
+    for key, choices in (("scheme", ("characteristics", "pushforward", "exponential")),
+                         ("init", ("vmf", "uniform", "mixture"))):
         if s[key] not in choices:
             raise bad(key, "must be one of " + ", ".join(choices))
     number("beta", low=0.0)
     number("lmax", int, low=1)
+    number("nodes", int, low=8)
     number("dt", low=0.0, strict=True)
     number("T", low=0.0, strict=True)
     number("n_save", int, low=1)
@@ -269,7 +279,21 @@ def _plot(sol, path: str) -> None:
     import matplotlib.pyplot as plt
     import numpy as np
 
+    from meanfield.spde import CharacteristicsSolution
+
     n = len(sol)
+    if isinstance(sol, CharacteristicsSolution):
+        cols = min(n, 3)
+        rows = math.ceil(n / cols)
+        fig = plt.figure(figsize=(4.5 * cols, (2.8 if sol.d == 3 else 2.6) * rows))
+        for i in range(n):
+            ax = fig.add_subplot(rows, cols, i + 1, projection="mollweide" if sol.d == 3 else None)
+            sol.plot(i, ax)
+        fig.suptitle(f"SPDE density by characteristics ({sol.meta.get('M')} initial nodes, β = {sol.meta['beta']:g})")
+        fig.tight_layout()
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        return
     if sol.d == 2:
         fig, ax = plt.subplots(figsize=(7, 4))
         for i in range(n):
@@ -331,6 +355,7 @@ def _remedies(exc, s: dict) -> str:
     tips = []
     if t_ok > 0:
         tips.append(f"stop at the last resolved time (--T {t_ok:g})")
+    tips.append("follow the density without a degree limit (--scheme characteristics)")
     tips.append(f"raise the resolution (--lmax {2 * s['lmax']})")
     if s["filter"] is None:
         tips.append("damp the highest degrees (--filter 16)")
@@ -348,7 +373,7 @@ def main(args) -> int:
     """Solve, save ``.npz``, ``.json`` (+ ``.png``) and print where they are (exit codes: see ``--help``)."""
     import numpy as np
 
-    from meanfield.spde import SPDEResolutionError, solve_spde
+    from meanfield.spde import CharacteristicsError, SPDEResolutionError, solve_spde
 
     s, source = _settings(args)
     s = _check(s, source)
@@ -359,10 +384,16 @@ def main(args) -> int:
     n_steps = int(round(T / dt))
     n_save = s["n_save"]
     save_steps = np.unique(np.rint(np.linspace(0, n_steps, n_save)).astype(int)) if n_save > 1 else np.array([n_steps])
+    extra = {"M": s["nodes"]} if s["scheme"] == "characteristics" else {}
     try:
         sol = solve_spde(rho0, noise, beta=s["beta"], lmax=s["lmax"], dt=dt, t_eval=save_steps * dt,
                          scheme=s["scheme"], attention=bool(s["attention"]), filter=s["filter"],
-                         tail_tol=s["tail_tol"], neg_tol=s["neg_tol"], d=d, progress=bool(args.progress))
+                         tail_tol=s["tail_tol"], neg_tol=s["neg_tol"], d=d, progress=bool(args.progress), **extra)
+    except CharacteristicsError as exc:
+        paths = _save_or_fallback(exc.solution, out + "_partial", s, bool(s["plot"])) if exc.solution is not None \
+            and len(exc.solution) else []
+        raise CommandError(f"{exc}. Partial solution (up to the last saved time before t = {exc.time:.6g}): "
+                           f"{', '.join(paths) or 'none saved'}", EXIT_UNRESOLVED) from None
     except SPDEResolutionError as exc:
         paths = _save_or_fallback(exc.solution, out + "_partial", s, bool(s["plot"]))
         reason = str(exc).split("; raise", 1)[0]
@@ -373,7 +404,13 @@ def main(args) -> int:
     print(f"settings: {paths[1]}")
     if len(paths) > 2:
         print(f"figure: {paths[2]}")
-    print(f"mass {sol.mass(-1):.15f}, min density {sol.min_density(-1):.3g}, spectral tail {sol.tail_energy(-1):.3g}")
+    if s["scheme"] == "characteristics":
+        diag = sol.diagnostics(-1)
+        print(f"mass {sol.mass(-1):.15f}, variance 1 - |E x|^2 at T: {sol.variance(-1):.3g}, nodes {diag['n_nodes']}, "
+              f"unresolved mass {diag['unresolved_mass']:.3g}, wall time {sol.meta.get('wall_time_s', float('nan')):.3g} s")
+    else:
+        print(f"mass {sol.mass(-1):.15f}, min density {sol.min_density(-1):.3g}, "
+              f"spectral tail {sol.tail_energy(-1):.3g}")
     return 0
 
 

@@ -171,6 +171,7 @@ class CharacteristicsSolution:
     # -- fields ------------------------------------------------------------------------------
     def velocity(self, i: int, x) -> np.ndarray:
         """Attention velocity v[ρ_{t_i}](x) = P_x V N/G of the node cloud at points x (N, d) -> (N, d)."""
+        self._need_maps("the velocity")
         att = self._att
         if att is None:
             raise ValueError("this run had attention switched off")
@@ -215,6 +216,11 @@ class CharacteristicsSolution:
         c = math.exp(beta) / (2 * beta)
         return c * (1.0 - s) if kind == "gap" else c * s
 
+    def _need_maps(self, what: str) -> None:
+        if self._steps is None:
+            raise ValueError(f"{what} needs the step maps and the initial density, which a solution read from a "
+                             "file does not carry; use the node clouds (moments, energies, cell_density) or rerun")
+
     def _points(self, x) -> np.ndarray:
         x = np.asarray(x, dtype=np.float64)
         if x.ndim != 2 or x.shape[1] != self.d:
@@ -224,6 +230,9 @@ class CharacteristicsSolution:
     def node_density(self, i: int) -> np.ndarray:
         """Forward density at the nodes, ρ_{t_i}(x_q(t_i)) = ρ_0(x_q(0)) / J_q, shape (N_i,)."""
         s = self._snap(i)
+        if "rho" in s:
+            return s["rho"]
+        self._need_maps("the node density")
         return self._rho0(s["x0"]) * np.exp(-s["logJ"])
 
     def density(self, i: int, x, *, block: int = 20000) -> np.ndarray:
@@ -233,6 +242,7 @@ class CharacteristicsSolution:
         and noise of step k), ρ = ρ_0(x_0) / Π_k det DT_k(x_k). Raises
         :class:`CharacteristicsError` (reason ``"newton"``) if an inversion does not converge.
         """
+        self._need_maps("the pointwise density")
         y = self._points(x)
         k_end = int(self._k[range(len(self))[i]])
         out = np.empty(y.shape[0])
@@ -270,3 +280,104 @@ class CharacteristicsSolution:
         T, P = np.meshgrid(th, ph, indexing="ij")
         pts = np.stack([np.sin(T) * np.cos(P), np.sin(T) * np.sin(P), np.cos(T)], axis=-1).reshape(-1, 3)
         return th, ph, self.density(i, pts).reshape(nlat, nlon)
+
+    # -- binned density, plots, files ------------------------------------------------------------
+    def cell_density(self, i: int, nlat: int = 90, nlon: int = 180):
+        """Cell-averaged density: the node masses binned on a regular grid, divided by the cell areas.
+
+        A histogram estimate of ρ_{t_i} that costs one pass over the nodes at any time (the
+        backward-characteristics :meth:`density_on_grid` is pointwise exact but costs a Newton
+        inversion of every step per point). Cells without nodes read 0.
+
+        Returns
+        -------
+        S^2: (colatitude centres (nlat,), longitude centres (nlon,), values (nlat, nlon));
+        S^1: (theta centres (nlon,), values (nlon,)).
+        """
+        nlat = as_int(nlat, "nlat", min_value=1)
+        nlon = as_int(nlon, "nlon", min_value=1)
+        x, m = self.positions(i), self.masses(i)
+        lon = np.mod(np.arctan2(x[:, 1], x[:, 0]), 2 * np.pi)
+        jl = np.minimum((lon / (2 * np.pi) * nlon).astype(int), nlon - 1)
+        lon_c = 2 * np.pi * (np.arange(nlon) + 0.5) / nlon
+        if self.d == 2:
+            vals = np.bincount(jl, weights=m, minlength=nlon) / (2 * np.pi / nlon)
+            return lon_c, vals
+        colat = np.arccos(np.clip(x[:, 2], -1.0, 1.0))
+        il = np.minimum((colat / np.pi * nlat).astype(int), nlat - 1)
+        edges = np.pi * np.arange(nlat + 1) / nlat
+        area = (np.cos(edges[:-1]) - np.cos(edges[1:]))[:, None] * (2 * np.pi / nlon)
+        vals = np.bincount(il * nlon + jl, weights=m, minlength=nlat * nlon).reshape(nlat, nlon) / area
+        return 0.5 * (edges[:-1] + edges[1:]), lon_c, vals
+
+    def plot(self, i: int = -1, ax=None):
+        """Draw the nodes at saved time i coloured by log10 of the density there (exact forward value
+        ρ_0(x_q(0)) / J_q): a Mollweide map on S^2, ρ against θ on S^1; returns the Axes."""
+        import matplotlib.pyplot as plt
+
+        i = range(len(self))[i]
+        x = self.positions(i)
+        rho = self.node_density(i)
+        if self.d == 2:
+            if ax is None:
+                ax = plt.figure(figsize=(6, 3.5)).add_subplot()
+            th = np.mod(np.arctan2(x[:, 1], x[:, 0]), 2 * np.pi)
+            order = np.argsort(th)
+            ax.plot(th[order], rho[order], lw=1)
+            ax.set_yscale("log")
+            ax.set_xlabel("θ")
+            ax.set_ylabel("ρ at the nodes")
+        else:
+            if ax is None:
+                ax = plt.figure(figsize=(6, 3.5)).add_subplot(projection="mollweide")
+            lon = np.mod(np.arctan2(x[:, 1], x[:, 0]) + np.pi, 2 * np.pi) - np.pi
+            lat = np.arcsin(np.clip(x[:, 2], -1.0, 1.0))
+            logr = np.log10(np.maximum(rho, 1e-300))
+            order = np.argsort(logr)  # dense nodes drawn last, on top
+            sc = ax.scatter(lon[order], lat[order], c=logr[order], s=1.0, cmap="viridis", linewidths=0,
+                            vmin=max(logr.max() - 8, logr.min()), vmax=logr.max())
+            ax.figure.colorbar(sc, ax=ax, orientation="horizontal", fraction=0.05, pad=0.04, label="log10 ρ at the nodes")
+            ax.set_xticklabels([])
+            ax.set_yticklabels([])
+        ax.set_title(f"t = {float(self.times[i]):.3g}", fontsize=9)
+        return ax
+
+    def save(self, path) -> str:
+        """Write the node clouds at the saved times and the metadata to an ``.npz`` file; returns its name.
+
+        The density at the nodes is stored too. A loaded solution offers everything computed
+        from the node clouds (moments, coefficients, energies, variance, node and cell
+        densities, the plot); the pointwise
+        backward-characteristics density and the velocity need the step maps and are
+        available only on the solution returned by the solver.
+        """
+        import json
+
+        from .._serialise import json_default
+
+        path = str(path)
+        arrays = {"times": self.times, "k_save": self._k, "dt": np.array(self.dt), "d": np.array(self.d)}
+        for i in range(len(self)):
+            s = self._snap(i)
+            for key in ("x", "mass", "logJ", "w", "x0"):
+                arrays[f"{key}_{i}"] = s[key]
+            arrays[f"rho_{i}"] = self.node_density(i)
+            arrays[f"diag_{i}"] = np.array(json.dumps(s["diag"], default=json_default))
+        meta = dict(self.meta, lmax=self.lmax)
+        np.savez(path, meta=np.array(json.dumps(meta, default=json_default)), **arrays)
+        return path if path.endswith(".npz") else path + ".npz"
+
+    @classmethod
+    def load(cls, path) -> "CharacteristicsSolution":
+        """Read a file written by :meth:`save`."""
+        import json
+
+        with np.load(path, allow_pickle=False) as f:
+            meta = json.loads(str(f["meta"]))
+            times = f["times"]
+            snaps = [{key: f[f"{key}_{i}"] for key in ("x", "mass", "logJ", "w", "x0", "rho")} | {
+                "diag": json.loads(str(f[f"diag_{i}"]))} for i in range(times.size)]
+            sol = cls(int(f["d"]), times, snaps, None, f["k_save"], float(f["dt"]), None, None,
+                      meta.get("split_threshold"), meta)
+        sol.lmax = meta.get("lmax")
+        return sol
