@@ -111,7 +111,7 @@ class CharacteristicsSolution:
         return self._snap(i)["x0"]
 
     def diagnostics(self, i: int) -> dict:
-        """``area_defect`` |Σ w_q J_q - |S||/|S|, ``unresolved_mass`` (nodes with image cell longer
+        """``area_defect`` ``|Σ w_q J_q - |S|| / |S|``, ``unresolved_mass`` (nodes with image cell longer
         than ``split_threshold``), ``n_nodes``, ``n_splits``, ``max_cell_length``, log-Jacobian range."""
         return dict(self._snap(i)["diag"])
 
@@ -126,7 +126,7 @@ class CharacteristicsSolution:
         return m @ self.positions(i) / m.sum()
 
     def variance(self, i: int) -> float:
-        """1 - |E x|², computed as Σ_q m_q |x_q - E x|² / Σ_q m_q (no cancellation when concentrated)."""
+        """``1 - |E x|²``, computed as ``Σ_q m_q |x_q - E x|² / Σ_q m_q`` (no cancellation when concentrated)."""
         m, x = self.masses(i), self.positions(i)
         c = x - m @ x / m.sum()
         return float(m @ np.einsum("ij,ij->i", c, c) / m.sum())
@@ -185,9 +185,9 @@ class CharacteristicsSolution:
 
         As :func:`meanfield.attention.gap_energy` / ``attention_energy`` with weights = masses.
         Up to 4000 nodes by the direct double sum; above, spectrally,
-        ∫∫ e^{β(<x,y>-1)} dμ dμ = Σ_l e^{-β} λ_l Σ_m |μ_lm|², truncated where the tail bound
+        ∫∫ e^{β(<x,y>-1)} dμ dμ = ``Σ_l e^{-β} λ_l Σ_m |μ_lm|²``, truncated where the tail bound
         Σ_{l>L} e^{-β} λ_l Z_l(1) is below 1e-17. β defaults to the run's β; at β = 0 the gap
-        energy is ½ (1 - |E x|²).
+        energy is ``½ (1 - |E x|²)``.
         """
         from ..attention import attention_eigenvalues, attention_energy, gap_energy
 
