@@ -1,4 +1,4 @@
-"""Propagation of chaos (SPEC §9): the study, its SPDE-error check, the CLI and input checks."""
+"""Propagation of chaos (theory §9): the study, its SPDE-error check, the CLI and input checks."""
 
 from __future__ import annotations
 

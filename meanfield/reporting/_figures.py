@@ -41,7 +41,7 @@ def plot_rates(
     ``slope_ci_low`` and ``slope_ci_high`` through the fit at the geometric
     mean of x — the interval the verdict uses) and the theory line ``mean_0 (x/x_0)^theory_slope`` anchored at
     the first point (dotted).  Uses a matplotlib ``Figure`` with the Agg
-    canvas; pyplot and the display are never touched.  SPEC §9.
+    canvas; pyplot and the display are never touched.  theory §9.
 
     Parameters
     ----------

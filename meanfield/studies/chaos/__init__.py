@@ -1,12 +1,12 @@
-"""Propagation of chaos: N particles against the McKean–Vlasov SPDE on one noise path (SPEC §9).
+"""Propagation of chaos: N particles against the McKean–Vlasov SPDE on one noise path (theory §9).
 
 For one common noise path W (a :class:`~meanfield.noise.NoisePath`, ReLU kernel truncated
 at degree l_σ) and an initial density ρ_0 (von Mises–Fisher, concentration κ), the study
 compares at time T
 
-* the N-token particle system of SPEC §7, projected Euler with step h,
+* the N-token particle system of theory §7, projected Euler with step h,
   X_i <- Π(X_i + h v[μ^N](X_i) + ΔW_n(X_i)), X_i(0) iid ~ ρ_0, N = 2^k;
-* the SPDE solution ρ_t of the push-forward scheme SPEC §6(b) with the *same* h and the
+* the SPDE solution ρ_t of the push-forward scheme theory §6(b) with the *same* h and the
   same path, ρ_{n+1} = (T_n)_# ρ_n, T_n(x) = Π(x + h v[ρ_n](x) + ΔW_n(x)) — the fixed-h
   limit of the particles, so every error below measures the N-error alone;
 
@@ -21,7 +21,7 @@ through three errors, each averaged over replicas (independent noise paths and s
     POT's network simplex, only for N <= ``w2_max_N`` because the cost matrix is N × Q).
     Negative quadrature values of the truncated ρ_T are set to zero and their mass is
     reported per replica (``rho_negative_mass``), never dropped silently. Theory: N^{-1/2}
-    on S^1 and sqrt(log N / N) on S^2 (iid sampling, SPEC §9), whose local log–log slope
+    on S^1 and sqrt(log N / N) on S^2 (iid sampling, theory §9), whose local log–log slope
     -1/2 + 1/(2 ln N) lies in the band [-1/2, -1/2 + 1/(2 ln N_min)] over N >= N_min;
     the S^2 verdict accepts a slope CI that meets this band (theory slope = band centre,
     tolerance = band half-width);

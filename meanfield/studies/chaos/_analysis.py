@@ -56,7 +56,7 @@ def chaos_frame(result) -> pd.DataFrame:
 
 
 def theory_slopes(sphere: int, n_min_w2: int) -> tuple[dict, dict]:
-    """Theory slopes and tolerances of the three errors (SPEC §9).
+    """Theory slopes and tolerances of the three errors (theory §9).
 
     Coupling and observables: -1/2, tolerance 0. W_2: -1/2 on S^1 (tolerance 0); on S^2
     the band [-1/2, -1/2 + 1/(2 ln N_min)] of local slopes of sqrt(log N / N), written as

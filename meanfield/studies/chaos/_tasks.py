@@ -230,7 +230,7 @@ def build(cfg: dict, root_seed: int = 0, parts=None) -> dict:
 
 def chaos_study(preset: str = "quick", spheres="both", *, replicas: int | None = None, root_seed: int = 0,
                 overrides: Mapping | None = None):
-    """Build the propagation-of-chaos :class:`~meanfield.runner.Study` (SPEC §9).
+    """Build the propagation-of-chaos :class:`~meanfield.runner.Study` (theory §9).
 
     Grid ``{"sphere": spheres}``, one task per (sphere, replica) running
     :func:`chaos_replica`; the fixed parameters hold the settings of *both* spheres of the
