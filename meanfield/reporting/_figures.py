@@ -94,7 +94,7 @@ def plot_rates(
         table = rate_table(table_or_df, param, error, theory_slope, **table_kwargs)
     fmts = _as_formats(formats, _FIGURE_FORMATS) if path_stem is not None else ()
     if ax is None:
-        fig = Figure(figsize=(5.5, 4.0), layout="constrained")
+        fig = Figure(figsize=(8.0, 4.2), layout="constrained")
         FigureCanvasAgg(fig)
         ax = fig.add_subplot()
     else:
@@ -150,4 +150,5 @@ def _draw_rates(ax, table: pd.DataFrame, param: str) -> None:
     ax.set_xlabel(param)
     ax.set_ylabel("error")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize="small")
+    # outside the axes: with several error columns an inside legend hides the data
+    ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)

@@ -39,8 +39,8 @@ Two controls of (b), computed in the same task (for N <= ``w2_max_N``):
 * ``w2_coarse``: the particles against ρ_T on the rule with half the nodes (latitudes): the
   change from it to the reference rule bounds the grid error of (b) when that error shrinks
   by a factor of at least 2 per halving of the spacing (measured on S^2 for a κ = 4 vMF
-  sample, N = 512 and 2048, 12 to 96 latitudes: factors 3.5 to 7 — the error is of second
-  order in the spacing, far below the first-order quantisation estimate ``w2_floor``).
+  sample, N = 512 and 2048, 12 to 96 latitudes: factors 3.5 to 7, where first order gives
+  2 — the error is far below the first-order quantisation estimate ``w2_floor``).
 
 Verdicts are three-way (:func:`meanfield.reporting.verdict`) with the power threshold
 :data:`CHAOS_POWER` = 0.5: a 95 % slope interval wider than ±0.25 is inconclusive.

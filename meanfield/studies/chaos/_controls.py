@@ -105,7 +105,7 @@ def difference_w2_bound(nodes, weights, values, values_ref) -> float:
 
     With m_q = w_q ρ_q⁺ / Σ w ρ⁺ and m'_q likewise, any coupling that leaves min(m_q, m'_q)
     at node q and transports the positive part of m - m' onto its negative part is
-    admissible, so W_2²(m, m') <= TV · W_2²(P, Q), TV = ½ Σ |m - m'|, P and Q the
+    admissible, so W_2²(m, m') <= TV · W_2²(P, Q), TV = ½ Σ_q abs(m_q - m'_q), P and Q the
     normalised positive and negative parts (exact network simplex, geodesic cost).
     """
     from meanfield.transport import density_to_cloud, wasserstein

@@ -62,8 +62,7 @@ def _controls_text(report: ChaosReport, sphere: int) -> list[str]:
                      f"verdict {iid['verdict']}. Study minus control: {sd['difference']:+.3f} "
                      f"[{sd['ci_low']:+.3f}, {sd['ci_high']:+.3f}] (delta method, the two fits taken as independent) — "
                      + ("contains 0: at these N the W_2 slope of the particles does not differ from that of iid "
-                        "samples of ρ_T, so the departure of either from the theory band is a sampling effect, not "
-                        "one of the interaction." if sd["contains_zero"] else
+                        "samples of ρ_T, i.e. from what sampling ρ_T alone gives." if sd["contains_zero"] else
                         "excludes 0: at these N the W_2 slope of the particles differs from that of iid samples of ρ_T."))
     if "grid" in ctl:
         g = ctl["grid"]
@@ -76,7 +75,8 @@ def _controls_text(report: ChaosReport, sphere: int) -> list[str]:
                      "512 and 2048, 12 to 96 latitudes: factors 3.5 to 7), the error left on the reference grid is at "
                      "most this change." + _grid_robustness(summ.loc["w2"], g) + " The first-order "
                      "quantisation estimate `w2_floor` of the diagnostics bounds W_2(ρ_T, nodes), not the error of "
-                     "W_2(μ^N, ρ_T), which is of second order in the spacing.")
+                     "W_2(μ^N, ρ_T), which is smaller and shrinks faster under refinement (first order would give "
+                     "a factor 2 per halving).")
     return lines
 
 
