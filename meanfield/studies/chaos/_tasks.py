@@ -12,7 +12,7 @@ from ._presets import _check_config, config
 
 
 #: Largest cloud size handed to the exact network simplex for the W_2 error (n m <= this squared):
-#: 2048 particles against the 64 × 128 reference grid of S^2 (8192 nodes) is inside.
+#: 2048 particles against a 64 × 128 reference grid of S^2 (8192 nodes) is inside.
 _W2_MAX_EXACT = 6000
 
 
@@ -85,11 +85,14 @@ def chaos_replica(params: dict, seed: np.random.SeedSequence) -> dict:
     -------
     dict
         Arrays (shape ``(len(Ns),)``): ``Ns``, ``coupling``, ``w2`` (NaN for N > w2_max_N),
-        ``observable``. Scalars: ``spde_coupling``, ``spde_w2_bound``, ``spde_observable``
+        ``observable``, and the controls of ``w2`` (NaN for N > w2_max_N): ``w2_iid`` (N iid
+        samples of ρ_T of this path, seed child ``(2, N)``, against the same nodes) and
+        ``w2_coarse`` (the particles against ρ_T on the rule with half the nodes). Scalars: ``spde_coupling``, ``spde_w2_bound``, ``spde_observable``
         (SPDE error at lmax vs check_lmax), ``rho_negative_mass``, ``rho_negative_fraction``,
         ``rho_min`` (of ρ_T at the density nodes), ``spde_tail`` (spectral tail of ρ_T),
         ``w2_floor`` (quantisation estimate), ``kept_fraction`` (κ_σ(1)/κ(1)) and the wall
-        times ``spde_seconds``, ``particle_seconds``, ``coupling_seconds``, ``w2_seconds``.
+        times ``spde_seconds``, ``particle_seconds``, ``coupling_seconds``, ``w2_seconds``,
+        ``control_seconds``.
 
     Examples
     --------
