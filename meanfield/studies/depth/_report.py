@@ -25,15 +25,12 @@ def _fig_strong(table: pd.DataFrame, paths: list) -> None:
     if models is not None and len(models):
         row = models.iloc[0]
         A, B = row["A"], row["B"]
-        a_ci = [float(v) for v in row["A 95% CI"].strip("[]").split(",")]
-        b_ci = [float(v) for v in row["B 95% CI"].strip("[]").split(",")]
+        lo = [float(v) for v in row["A 95% CI"].strip("[]").split(",")]
         grid = np.geomspace(L.min(), L.max(), 100)
         g = np.log(grid) / grid
         ax.plot(grid, np.sqrt(np.maximum(A * g + B, 0)), "-", color="C3", lw=1, label=f"fit: {row['model']}")
-        # both parameters over their intervals: the envelope of the four corner curves (a box, so conservative)
-        corners = np.array([np.sqrt(np.maximum(a * g + b, 0)) for a in a_ci for b in b_ci])
-        ax.fill_between(grid, corners.min(axis=0), corners.max(axis=0),
-                        color="C3", alpha=0.2, label="A and B over their 95 % CIs")
+        ax.fill_between(grid, np.sqrt(np.maximum(lo[0] * g + B, 0)), np.sqrt(np.maximum(lo[1] * g + B, 0)),
+                        color="C3", alpha=0.2, label="95 % CI of A")
     ax.legend(fontsize=8)
     for p in paths:
         fig.savefig(p, dpi=110)
