@@ -20,8 +20,9 @@ from ._tasks import _density_nodes
 #: N^{-1/4} and from N^{-3/4} (half and one and a half times the theory exponent).
 CHAOS_POWER = 0.5
 #: Control columns of the long table: W_2 of an iid sample of ρ_T against the same reference
-#: (``w2_iid``) and W_2 of the particles against ρ_T on the rule with half the nodes (``w2_coarse``).
-CONTROLS = ("w2_iid", "w2_coarse")
+#: (``w2_iid``) and W_2 of the particles against ρ_T on the rules with half and a quarter of the
+#: nodes per direction (``w2_coarse``, ``w2_coarser``).
+CONTROLS = ("w2_iid", "w2_coarse", "w2_coarser")
 
 
 def chaos_frame(result) -> pd.DataFrame:
@@ -34,7 +35,7 @@ def chaos_frame(result) -> pd.DataFrame:
     Returns
     -------
     DataFrame
-        Columns ``sphere, replica, N, coupling, w2, observable, w2_iid, w2_coarse`` (the W_2
+        Columns ``sphere, replica, N, coupling, w2, observable, w2_iid, w2_coarse, w2_coarser`` (the W_2
         columns NaN where not computed, and the controls NaN for results that lack them).
 
     Examples
@@ -169,12 +170,31 @@ def _w2_controls(sub: pd.DataFrame, w2_fit, slopes: dict, tol: dict, n_boot: int
     coarse = rows[np.isfinite(rows["w2_coarse"])]
     if len(coarse) and coarse["N"].nunique() >= 2 and w2_fit is not None:
         fit_c = fit_slope(coarse["N"].to_numpy(float), coarse["w2_coarse"].to_numpy(), n_boot=n_boot, seed=seed)
-        means = rows.groupby("N")[["w2", "w2_coarse"]].mean()
+        means = rows.groupby("N")[["w2", "w2_coarse", "w2_coarser"]].mean()
         change = (means["w2_coarse"] - means["w2"]).abs() / means["w2"]
-        out["grid"] = {"slope": w2_fit.slope, "slope_coarse": fit_c.slope,
-                       "slope_change": abs(fit_c.slope - w2_fit.slope),
-                       "relative_change": {int(n): float(v) for n, v in change.items()},
-                       "relative_change_max": float(change.max())}
+        grid = {"slope": w2_fit.slope, "slope_coarse": fit_c.slope,
+                "slope_change": abs(fit_c.slope - w2_fit.slope),
+                "relative_change": {int(n): float(v) for n, v in change.items()},
+                "relative_change_max": float(change.max())}
+        if np.isfinite(means["w2_coarser"]).all():
+            # contraction of the grid error: change from n/4 to n/2 over change from n/2 to n, per N
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = (means["w2_coarser"] - means["w2_coarse"]) / (means["w2_coarse"] - means["w2"])
+            fit_cc = fit_slope(coarse["N"].to_numpy(float), coarse["w2_coarser"].to_numpy(), n_boot=n_boot,
+                               seed=seed)
+            grid.update({"slope_coarser": fit_cc.slope,
+                         "contraction": {int(n): float(v) for n, v in ratio.items()},
+                         "contraction_min": float(ratio.min()), "contraction_max": float(ratio.max())})
+            d_fine, d_coarse = fit_c.slope - w2_fit.slope, fit_cc.slope - fit_c.slope
+            grid["slope_contraction"] = float(d_coarse / d_fine) if d_fine != 0 else float("inf")
+            r = float(ratio.min())
+            if np.isfinite(r) and r > 1.0:
+                # geometric convergence with factor >= r: the error left on the reference grid is at most change/(r-1)
+                grid["remaining_max"] = float(change.max() / (r - 1.0))
+            r_s = grid["slope_contraction"]
+            if r_s > 1.0:
+                grid["slope_remaining"] = abs(d_fine) / (r_s - 1.0)
+        out["grid"] = grid
     return out
 
 

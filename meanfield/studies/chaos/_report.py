@@ -41,7 +41,7 @@ def _grid_robustness(row, grid: dict) -> str:
         return row["slope_ci_low"] + delta <= hi and lo <= row["slope_ci_high"] + delta
 
     same = meets(0.0) == meets(shift)
-    return (f" Refining moved the slope by {shift:+.3f}; the interval shifted by as much again "
+    return (f" Refining moved the slope by {shift:+.3f}; the interval shifted by as much again in that direction "
             + ("gives the same verdict." if same else "would change the verdict, so the grid limits this verdict."))
 
 
@@ -68,15 +68,26 @@ def _controls_text(report: ChaosReport, sphere: int) -> list[str]:
         g = ctl["grid"]
         coarse = cfg["density_nodes"] // 2
         what = (f"{coarse} equispaced nodes" if sphere == 1 else f"the {coarse} × {2 * coarse} product grid")
-        lines.append(f"- **grid check** (`w2_coarse`): the same particles against ρ_T on {what} (half the nodes per "
-                     f"direction): mean W_2 changes by at most {100 * g['relative_change_max']:.2g} % over N, the slope "
-                     f"by {g['slope_change']:.3f} ({g['slope_coarse']:.3f} → {g['slope']:.3f}). If the grid error shrinks by "
-                     "a factor of at least 2 per halving of the spacing (measured on S^2 for a κ = 4 vMF sample, N = "
-                     "512 and 2048, 12 to 96 latitudes: factors 3.5 to 7), the error left on the reference grid is at "
-                     "most this change." + _grid_robustness(summ.loc["w2"], g) + " The first-order "
-                     "quantisation estimate `w2_floor` of the diagnostics bounds W_2(ρ_T, nodes), not the error of "
-                     "W_2(μ^N, ρ_T), which is smaller and shrinks faster under refinement (first order would give "
-                     "a factor 2 per halving).")
+        if "contraction_min" in g:
+            conv = (f" Against the rule with a quarter of the nodes the slope is {g['slope_coarser']:.3f}; the change "
+                    f"of the mean W_2 from a quarter to half the nodes is {g['contraction_min']:.2g} to "
+                    f"{g['contraction_max']:.2g} times the change from half to all of them (over N)")
+            if "remaining_max" in g:
+                conv += (f", so with the grid error shrinking by at least the smallest of these factors per halving, "
+                         f"the error left on the reference rule is at most {100 * g['remaining_max']:.2g} % of W_2.")
+            else:
+                conv += ": the changes do not shrink at every N, so no bound on the error left is derived."
+            if "slope_remaining" in g:
+                conv += (f" The slope changes shrink by {g['slope_contraction']:.2g} (quarter → half vs half → all); "
+                         f"at that factor the slope left to change is about {g['slope_remaining']:.3f}.")
+        else:
+            conv = ""
+        lines.append(f"- **grid check** (`w2_coarse`, `w2_coarser`): the same particles against ρ_T on {what} (half "
+                     f"the nodes per direction): mean W_2 changes by at most {100 * g['relative_change_max']:.2g} % "
+                     f"over N, the slope by {g['slope_change']:.3f} ({g['slope_coarse']:.3f} → {g['slope']:.3f})."
+                     + conv + _grid_robustness(summ.loc["w2"], g) + " The first-order quantisation estimate `w2_floor` "
+                     "of the diagnostics bounds W_2(ρ_T, nodes), not the error of W_2(μ^N, ρ_T), which is smaller and "
+                     "shrinks faster under refinement (first order would give a factor 2 per halving).")
     return lines
 
 

@@ -87,7 +87,8 @@ def chaos_replica(params: dict, seed: np.random.SeedSequence) -> dict:
         Arrays (shape ``(len(Ns),)``): ``Ns``, ``coupling``, ``w2`` (NaN for N > w2_max_N),
         ``observable``, and the controls of ``w2`` (NaN for N > w2_max_N): ``w2_iid`` (N iid
         samples of ρ_T of this path, seed child ``(2, N)``, against the same nodes) and
-        ``w2_coarse`` (the particles against ρ_T on the rule with half the nodes). Scalars: ``spde_coupling``, ``spde_w2_bound``, ``spde_observable``
+        ``w2_coarse``, ``w2_coarser`` (the particles against ρ_T on the rules with half and a
+        quarter of the nodes). Scalars: ``spde_coupling``, ``spde_w2_bound``, ``spde_observable``
         (SPDE error at lmax vs check_lmax), ``rho_negative_mass``, ``rho_negative_fraction``,
         ``rho_min`` (of ρ_T at the density nodes), ``spde_tail`` (spectral tail of ρ_T),
         ``w2_floor`` (quantisation estimate), ``kept_fraction`` (κ_σ(1)/κ(1)) and the wall
@@ -138,11 +139,14 @@ def chaos_replica(params: dict, seed: np.random.SeedSequence) -> dict:
     vals_ref = ref.evaluate(n_steps, nodes)
     cloud = density_to_cloud(vals, nodes, weights, clip_negative=True)
     keep = cloud.weights > 0  # zero-weight nodes carry no mass; dropping them only shrinks the cost matrix
-    # grid check of W_2: the same particles against ρ_T on the rule with half the nodes (latitudes)
-    coarse_n = max(cfg["density_nodes"] // 2, 2)
-    nodes_c, weights_c = _density_nodes(d, coarse_n)
-    cloud_c = density_to_cloud(sol.evaluate(n_steps, nodes_c), nodes_c, weights_c, clip_negative=True)
-    keep_c = cloud_c.weights > 0
+    # grid check of W_2: the same particles against ρ_T on the rules with half and a quarter of the nodes
+    coarse_targets = []
+    for div in (2, 4):
+        n_c = max(cfg["density_nodes"] // div, 2)
+        nodes_c, weights_c = _density_nodes(d, n_c)
+        cloud_c = density_to_cloud(sol.evaluate(n_steps, nodes_c), nodes_c, weights_c, clip_negative=True)
+        keep_c = cloud_c.weights > 0
+        coarse_targets.append((cloud_c.points[keep_c], cloud_c.weights[keep_c] / cloud_c.weights[keep_c].sum()))
     # iid control: exact samples of ρ_T on this path (S^1: the W_2 nodes; S^2: twice the latitudes)
     sample_n = cfg["density_nodes"] * (1 if d == 2 else 2)
     sample_vals = vals if d == 2 else sol.evaluate(n_steps, _density_nodes(d, sample_n)[0])
@@ -152,6 +156,7 @@ def chaos_replica(params: dict, seed: np.random.SeedSequence) -> dict:
     w2 = np.full(len(Ns), np.nan)
     w2_iid = np.full(len(Ns), np.nan)
     w2_coarse = np.full(len(Ns), np.nan)
+    w2_coarser = np.full(len(Ns), np.nan)
     observable = np.empty(len(Ns))
     t_part = t_coup = t_w2 = t_ctrl = 0.0
     xbar = x0 = None
@@ -171,8 +176,8 @@ def chaos_replica(params: dict, seed: np.random.SeedSequence) -> dict:
             w2[k] = wasserstein(xN, target[0], None, target[1], p=2, max_exact=_W2_MAX_EXACT)
             t3 = time.perf_counter()
             t_w2 += t3 - t2
-            w2_coarse[k] = wasserstein(xN, cloud_c.points[keep_c], None,
-                                       cloud_c.weights[keep_c] / cloud_c.weights[keep_c].sum(), p=2)
+            w2_coarse[k] = wasserstein(xN, coarse_targets[0][0], None, coarse_targets[0][1], p=2)
+            w2_coarser[k] = wasserstein(xN, coarse_targets[1][0], None, coarse_targets[1][1], p=2)
             x_iid = sample_rho_T(N, np.random.default_rng(child(2, N)))
             w2_iid[k] = wasserstein(x_iid, target[0], None, target[1], p=2, max_exact=_W2_MAX_EXACT)
             t_ctrl += time.perf_counter() - t3
@@ -197,6 +202,7 @@ def chaos_replica(params: dict, seed: np.random.SeedSequence) -> dict:
         "observable": observable,
         "w2_iid": w2_iid,
         "w2_coarse": w2_coarse,
+        "w2_coarser": w2_coarser,
         "spde_coupling": spde_coupling,
         "spde_w2_bound": spde_w2_bound,
         "spde_observable": spde_observable,
