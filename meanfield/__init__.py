@@ -1,6 +1,6 @@
 """meanfield: stochastic mean-field theory of deep transformers.
 
-See ``SPEC`` sections referenced in each docstring and the documentation site.
+Docstrings cite the sections of the theory page of the documentation as "theory §n".
 """
 
 __version__ = "0.1.0"

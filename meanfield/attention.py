@@ -1,4 +1,4 @@
-"""Softmax self-attention on the sphere (SPEC §1, §4, §7): direct evaluation and spectral constants.
+"""Softmax self-attention on the sphere (theory §1, §4, §7): direct evaluation and spectral constants.
 
     A(x; μ) = ∫ exp(β<Qx, Ky>) V y μ(dy) / ∫ exp(β<Qx, Ky>) μ(dy),    v[μ](x) = P_x A(x; μ).
 
@@ -51,7 +51,7 @@ def softmax_attention(
     block: int = DEFAULT_BLOCK,
     check: bool = True,
 ) -> np.ndarray:
-    """Softmax attention A(x_i; μ) at query points, by a blocked direct sum (SPEC §1).
+    """Softmax attention A(x_i; μ) at query points, by a blocked direct sum (theory §1).
 
     A(x; μ) = Σ_j w_j exp(β<Q x, K y_j>) V y_j / Σ_j w_j exp(β<Q x, K y_j>), evaluated
     with a per-row log-sum-exp shift so it never overflows, for any β >= 0.
@@ -121,7 +121,7 @@ def attention_velocity(x, beta: float, **kwargs) -> np.ndarray:
 
 
 def attention_eigenvalues(d: int, beta: float, lmax: int) -> np.ndarray:
-    """Funk–Hecke eigenvalues of the kernel e^{β<x,y>}, scaled by e^{-β} (SPEC §4).
+    """Funk–Hecke eigenvalues of the kernel e^{β<x,y>}, scaled by e^{-β} (theory §4).
 
     e^{-β} λ_l = (2π)^{d/2} β^{1-d/2} ive(l + d/2 - 1, β), l = 0..lmax; at β = 0,
     λ_0 = ``|S^{d-1}|`` and λ_l = 0 for l > 0. On S^2 this is 4π i_l(β) e^{-β}; on S^1,
@@ -188,7 +188,7 @@ def required_degree(d: int, beta: float, tol: float = 1e-10, *, lmax_cap: int = 
 
 
 def attention_energy(x, beta: float, weights=None) -> float:
-    """E_β^+(μ) = (1/2β) ∫∫ e^{β<x,y>} dμ dμ (SPEC §5.7), non-decreasing without noise.
+    """E_β^+(μ) = (1/2β) ∫∫ e^{β<x,y>} dμ dμ (theory §5.7), non-decreasing without noise.
 
     Computed in the scaled form e^{β} (1/2β) ∫∫ e^{β(<x,y> - 1)} to keep it finite
     as long as the result is representable.
@@ -197,7 +197,7 @@ def attention_energy(x, beta: float, weights=None) -> float:
 
 
 def gap_energy(x, beta: float, weights=None, *, _plus: bool = False) -> float:
-    """Gap energy E_β(μ) = (1/2β) ∫∫ (e^β - e^{β<x,y>}) dμ dμ >= 0, zero iff μ is a Dirac (SPEC §9).
+    """Gap energy E_β(μ) = (1/2β) ∫∫ (e^β - e^{β<x,y>}) dμ dμ >= 0, zero iff μ is a Dirac (theory §9).
 
     Evaluated as (e^β/2β) ∫∫ (1 - e^{β(<x,y>-1)}) dμ dμ, blockwise, O(N · block) memory.
     At β = 0 it is the limit ½ ∫∫ (1 - <x,y>) dμ dμ = ``½ (1 - |∫ x dμ|²)``.
@@ -227,7 +227,7 @@ def gap_energy(x, beta: float, weights=None, *, _plus: bool = False) -> float:
 
 
 def convolution_velocity(coeffs: np.ndarray, beta: float, x, *, d: int, lmax: int, epsilon: float = 1e-13):
-    """Attention velocity of a measure given by its harmonic coefficients (SPEC §4, Q = K = V = I).
+    """Attention velocity of a measure given by its harmonic coefficients (theory §4, Q = K = V = I).
 
     v[ρ](x) = β^{-1} ∇_S (K_β * ρ)(x) / (K_β * ρ)(x), with (K_β * ρ)_lm = λ_l ρ_lm and the
     e^{-β} scaling of :func:`attention_eigenvalues` (it cancels in the ratio).

@@ -1,4 +1,4 @@
-"""Fast attention: O(N) spectral summation of the softmax attention velocity (SPEC §4, §7).
+"""Fast attention: O(N) spectral summation of the softmax attention velocity (theory §4, §7).
 
 For Q = K = V = I the attention velocity of a (weighted) empirical measure
 μ^N = Σ_j w_j δ_{x_j} (Σ_j w_j = 1) is the log-gradient of a zonal convolution,
@@ -180,7 +180,7 @@ def _s2_tangent(x: np.ndarray, r: np.ndarray, a: np.ndarray, b: np.ndarray) -> n
 
 
 def empirical_coefficients(x, lmax: int, weights=None, *, epsilon: float = 1e-12, nthreads: int | None = None) -> np.ndarray:
-    """Harmonic coefficients of μ = Σ_j w_j δ_{x_j} by one adjoint non-uniform transform (SPEC §7).
+    """Harmonic coefficients of μ = Σ_j w_j δ_{x_j} by one adjoint non-uniform transform (theory §7).
 
     μ_lm = Σ_j w_j conj(Y_lm(x_j)), with w_j = 1/N by default (weights are normalised to sum 1).
 
@@ -285,7 +285,7 @@ def _s1_direct(w, z, lam, block):
 
 
 class SpectralAttention:
-    """Spectral (O(N)) evaluator of the attention velocity for Q = K = V = I on S^1 and S^2 (SPEC §4, §7).
+    """Spectral (O(N)) evaluator of the attention velocity for Q = K = V = I on S^1 and S^2 (theory §4, §7).
 
     v(x_i) = β^{-1} ∇_S log (K_β * μ^N)(x_i) = P_{x_i} A(x_i; μ^N), μ^N = Σ_j w_j δ_{x_j}.
 
@@ -491,7 +491,7 @@ class SpectralAttention:
 
 def spectral_attention_velocity(x, beta: float, weights=None, *, tol: float = 1e-10, lmax: int | None = None,
                                 nthreads: int | None = None) -> np.ndarray:
-    """One-shot spectral attention velocity v(x_i) = P_{x_i} A(x_i; μ^N), Q = K = V = I (SPEC §7).
+    """One-shot spectral attention velocity v(x_i) = P_{x_i} A(x_i; μ^N), Q = K = V = I (theory §7).
 
     Builds a :class:`SpectralAttention` for ``d = x.shape[1]`` and evaluates it once.
 
@@ -524,7 +524,7 @@ def spectral_attention_velocity(x, beta: float, weights=None, *, tol: float = 1e
 def select_velocity(method: str, d: int, beta: float, Q=None, K=None, V=None, N: int | None = None,
                   tol: float = 1e-10, block: int = DEFAULT_BLOCK, nthreads: int | None = None
                   ) -> tuple[Callable[..., np.ndarray], dict]:
-    """Attention-drift evaluator x -> v(x) = P_x A(x; μ^N_x) for the particle solvers (SPEC §7).
+    """Attention-drift evaluator x -> v(x) = P_x A(x; μ^N_x) for the particle solvers (theory §7).
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""Covariance kernels of the MLP noise field (SPEC §2) and their spectra.
+"""Covariance kernels of the MLP noise field (theory §2) and their spectra.
 
 For one layer ``MLP(x) = m^{-1/2} A φ(W x + b)`` with Gaussian weights the field has
 mean 0 and covariance ``E[MLP(x)_a MLP(y)_b] = δ_ab κ(<x, y>)`` with
@@ -10,7 +10,7 @@ Every activation is handled by the Hermite (Mehler) expansion
 κ(t) = σ² Σ_n q_n r(t)^n, q_n = c_n² / n!, c_n = E[φ(sZ) He_n(Z)]; relu, erf and
 linear also have closed forms. ``κ(1) = σ² E[φ(sZ)²]`` and
 ``κ'(1) = σ² σ_w² E[φ'(sZ)²]`` are computed by adaptive quadrature of one
-Gaussian integral each, so the Lyapunov exponent (SPEC §5.4) does not depend on the
+Gaussian integral each, so the Lyapunov exponent (theory §5.4) does not depend on the
 truncation of the Hermite series.
 """
 
@@ -180,7 +180,7 @@ def _probe(fun: Callable, label: str, s: float) -> None:
 
 @dataclass(frozen=True)
 class HarmonicCoefficients:
-    """Funk–Hecke coefficients a_l of a zonal kernel on S^{d-1} (SPEC §2).
+    """Funk–Hecke coefficients a_l of a zonal kernel on S^{d-1} (theory §2).
 
     Attributes
     ----------
@@ -230,11 +230,11 @@ class Kernel(abc.ABC):
 
     @property
     def dkappa1(self) -> float:
-        """κ'(1), which enters the Lyapunov exponent (SPEC §5.4)."""
+        """κ'(1), which enters the Lyapunov exponent (theory §5.4)."""
         return float(self.dkappa(1.0))
 
     def harmonic_coefficients(self, d: int, lmax: int, *, n_panels: int | None = None) -> HarmonicCoefficients:
-        """Funk–Hecke / Gegenbauer coefficients a_l, l = 0..lmax, on S^{d-1} (SPEC §2).
+        """Funk–Hecke / Gegenbauer coefficients a_l, l = 0..lmax, on S^{d-1} (theory §2).
 
         a_l = ``|S^{d-2}| ∫_0^π κ(cos θ) P_l^{(d)}(cos θ) sin^{d-2}θ dθ``; on S^2 this is
         2π ∫ κ P_l dt, on S^1 ∫_0^{2π} κ(cos θ) cos(kθ) dθ. The θ-integral is done by
@@ -310,12 +310,12 @@ class Kernel(abc.ABC):
         return out
 
     def truncated(self, d: int, lmax: int) -> "SpectralKernel":
-        """The kernel κ_σ(t) = Σ_{l<=lmax} a_l Z_l(t) kept by a degree-lmax noise field (SPEC §3)."""
+        """The kernel κ_σ(t) = Σ_{l<=lmax} a_l Z_l(t) kept by a degree-lmax noise field (theory §3)."""
         return SpectralKernel(d, self.harmonic_coefficients(d, lmax).a)
 
 
 class ActivationKernel(Kernel):
-    """Covariance κ of a random Gaussian MLP layer with activation φ (SPEC §2).
+    """Covariance κ of a random Gaussian MLP layer with activation φ (theory §2).
 
     Parameters
     ----------
@@ -483,7 +483,7 @@ class SpectralKernel(Kernel):
     """A zonal kernel given by its Funk–Hecke coefficients: κ(t) = Σ_l a_l Z_l(t).
 
     This is the covariance κ_σ actually carried by a noise field truncated at degree
-    l_σ (SPEC §3); every formula of SPEC §5 holds with κ replaced by it.
+    l_σ (theory §3); every formula of theory §5 holds with κ replaced by it.
 
     Parameters
     ----------
@@ -539,7 +539,7 @@ def _as_kernel(kernel, name: str = "kernel"):
 
 
 def lyapunov_exponent(kernel, d: int) -> float:
-    """Top Lyapunov exponent of the pure-noise flow on S^{d-1} (SPEC §5.4).
+    """Top Lyapunov exponent of the pure-noise flow on S^{d-1} (theory §5.4).
 
     λ_1 = ½ [ (d - 3) κ'(1) - (d - 1) κ(1) ].
 
@@ -570,7 +570,7 @@ def lyapunov_exponent(kernel, d: int) -> float:
 
 
 def synchronises(kernel, d: int) -> bool:
-    """Whether the closed form of SPEC §5.4 predicts synchronisation by noise (λ_1 < 0).
+    """Whether the closed form of theory §5.4 predicts synchronisation by noise (λ_1 < 0).
 
     ``kernel`` is as in :func:`lyapunov_exponent` (an activation name is accepted).
     """

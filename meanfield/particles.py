@@ -1,4 +1,4 @@
-"""Particle solvers for the interacting SDE with common noise (SPEC §3, §7).
+"""Particle solvers for the interacting SDE with common noise (theory §3, §7).
 
 N tokens on S^{d-1} follow
 
@@ -12,7 +12,7 @@ Brownian field of a noise source (:mod:`meanfield.noise`). Two schemes:
 
       x <- Π( x + h v(x) + ΔW(x) ),        Π(z) = z / ``|z|``,
 
-  which is the one-step map T_n of the SPDE push-forward scheme (SPEC §6(b)) and the
+  which is the one-step map T_n of the SPDE push-forward scheme (theory §6(b)) and the
   discrete transformer itself. It is consistent with the *Itô* form: for a tangent
   increment δ of size O(sqrt h), ``Π(x + δ) = x + δ - ½|δ|² x + O(h^{3/2})``, and
   ``E|P_x ΔW(x)|² = (d-1) κ(1) h``, so the projection supplies the drift -½ (d-1) κ(1) x.
@@ -24,7 +24,7 @@ Brownian field of a noise source (:mod:`meanfield.noise`). Two schemes:
 
 The attention evaluator is pluggable (:func:`make_velocity`): the steppers only call a
 :class:`Velocity`, a callable x -> v(x) carrying a method name and metadata, so further
-evaluators (e.g. a spectral one, SPEC §7) are added with :func:`register_velocity`
+evaluators (e.g. a spectral one, theory §7) are added with :func:`register_velocity`
 without touching the steppers.
 """
 
@@ -162,7 +162,7 @@ register_velocity("auto")(_spectral_builder("auto"))
 
 def make_velocity(method: str, d: int, beta: float, *, Q=None, K=None, V=None,
                   block: int = DEFAULT_BLOCK, **options) -> Velocity:
-    """Build the attention velocity v(x) = P_x A(x; μ^N) by a registered method (SPEC §7).
+    """Build the attention velocity v(x) = P_x A(x; μ^N) by a registered method (theory §7).
 
     A(x; μ) = Σ_j exp(β<Qx, K x_j>) V x_j / Σ_j exp(β<Qx, K x_j>) over the tokens passed
     to the evaluator (their empirical measure).
@@ -171,7 +171,7 @@ def make_velocity(method: str, d: int, beta: float, *, Q=None, K=None, V=None,
     ----------
     method : str
         ``"direct"`` (blocked softmax sum, any d and Q, K, V, O(N · block) memory),
-        ``"spectral"`` (O(N + L² log L) spectral sum, d in {2, 3} and Q = K = V = I; SPEC §7,
+        ``"spectral"`` (O(N + L² log L) spectral sum, d in {2, 3} and Q = K = V = I; theory §7,
         :class:`meanfield.attention_spectral.SpectralAttention`), ``"auto"`` (spectral where it
         applies, is accurate to ``tol`` and is faster for ``N`` tokens, direct otherwise; the
         choice is the evaluator's ``method``) or ``"off"`` (v = 0, pure noise); see
@@ -300,10 +300,10 @@ def solve_particles(
     block: int = DEFAULT_BLOCK,
     progress: bool = False,
 ) -> ParticleSolution:
-    """Integrate the N-token SDE with common noise on S^{d-1} (SPEC §3, §7).
+    """Integrate the N-token SDE with common noise on S^{d-1} (theory §3, §7).
 
     Euler: x <- Π(x + h v(x) + ΔW(x)), the projected (geometric) Euler step — the one-step
-    map T_n of SPEC §6(b); Itô-consistent because Π produces the drift -½(d-1)κ(1)x.
+    map T_n of theory §6(b); Itô-consistent because Π produces the drift -½(d-1)κ(1)x.
     Heun, with the same ΔW at both points::
 
         x̃  = Π(x + h v(x) + P_x ΔW(x)),
@@ -329,7 +329,7 @@ def solve_particles(
         so otherwise; the last step is never shortened) and <= ``noise.t_max``.
     scheme : {"euler", "heun"}
     attention : str, bool or Velocity
-        ``True`` is ``"auto"`` and ``False`` is ``"off"``; ``"auto"`` (default: the O(N) spectral sum of SPEC §7 where it applies — d in {2, 3},
+        ``True`` is ``"auto"`` and ``False`` is ``"off"``; ``"auto"`` (default: the O(N) spectral sum of theory §7 where it applies — d in {2, 3},
         Q = K = V = I, accurate to ``attention_tol`` and faster for this N — else the direct
         sum; ``meta["attention"]`` says which), ``"direct"`` (blocked softmax sum),
         ``"spectral"``, ``"off"`` (pure noise), any name registered with

@@ -1,4 +1,4 @@
-"""Synchronisation diagnostics: clusters of tokens, order parameters, time to synchronise (SPEC §9).
+"""Synchronisation diagnostics: clusters of tokens, order parameters, time to synchronise (theory §9).
 
 Tokens synchronise when the common noise (and attention) collapses the cloud onto a few
 points. These functions measure it on token clouds (N, d) or trajectories (n_t, N, d); they

@@ -1,4 +1,4 @@
-"""The discrete transformer of SPEC §1: attention and random-MLP layers with layer normalisation.
+"""The discrete transformer of theory §1: attention and random-MLP layers with layer normalisation.
 
 N tokens x_i on S^{d-1}, L layers, horizon T. Layer l = 0..L-1 ("sequential" variant):
 
@@ -11,12 +11,12 @@ N tokens x_i on S^{d-1}, L layers, horizon T. Layer l = 0..L-1 ("sequential" var
 with μ^N the empirical measure at the start of the half-step and fresh Gaussian weights
 A_l ~ N(0,1)^{d×m}, W_l ~ N(0,σ_w²)^{m×d}, b_l ~ N(0,σ_b²)^m per layer, shared by all
 tokens (the common noise). The "parallel" variant is x^{l+1} = Π(x + α1 A + α2 σ MLP_l(x)).
-For every width m the layer field α2 σ MLP_l has covariance α2² κ(<x,y>) I (SPEC §2), so
-the model is a consistent scheme for the SDE of SPEC §3 as L -> ∞.
+For every width m the layer field α2 σ MLP_l has covariance α2² κ(<x,y>) I (theory §2), so
+the model is a consistent scheme for the SDE of theory §3 as L -> ∞.
 
 ``width=None`` (or ``math.inf``) is the Gaussian-field limit m -> ∞: the field of layer l
 is the increment ΔW of a refinable noise path over [l T/L, (l+1) T/L], so transformers of
-different depth, the particle SDE solver and the SPDE solver can share one path (SPEC §8).
+different depth, the particle SDE solver and the SPDE solver can share one path (theory §8).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ TransformerResult = Trajectory
 
 
 class Transformer:
-    """Deep transformer with softmax attention and random MLP layers on S^{d-1} (SPEC §1).
+    """Deep transformer with softmax attention and random MLP layers on S^{d-1} (theory §1).
 
     Parameters
     ----------
@@ -135,7 +135,7 @@ class Transformer:
 
     # -- the two half-steps --------------------------------------------------------------
     def attention(self, x: np.ndarray) -> np.ndarray:
-        """Raw softmax attention A(x_i; μ^N) of the tokens x (SPEC §1), not projected.
+        """Raw softmax attention A(x_i; μ^N) of the tokens x (theory §1), not projected.
 
         A(x_i; μ^N) = Σ_j exp(β<Q x_i, K x_j>) V x_j / Σ_j exp(β<Q x_i, K x_j>), blocked
         over queries (memory O(block · N)).
@@ -158,7 +158,7 @@ class Transformer:
         return softmax_attention(x, self.beta, Q=self.Q, K=self.K, V=self.V, block=self.block, check=False)
 
     def mlp_field(self, y: np.ndarray, A: np.ndarray, W: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """The layer field α2 σ MLP_l(y) = α2 σ m^{-1/2} A φ(W y + b) at tokens y (SPEC §1, §2).
+        """The layer field α2 σ MLP_l(y) = α2 σ m^{-1/2} A φ(W y + b) at tokens y (theory §1, §2).
 
         Its covariance over weight draws is α2² κ(<x, y>) δ_ab for every width m.
         Evaluated in blocks of rows, so memory is O(min(block, 2^22/m) · m), never N × m.
@@ -191,7 +191,7 @@ class Transformer:
         return out
 
     def draw_layer(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Fresh weights (A_l, W_l, b_l) of one MLP layer (SPEC §1), drawn in this order from ``rng``.
+        """Fresh weights (A_l, W_l, b_l) of one MLP layer (theory §1), drawn in this order from ``rng``.
 
         A_l ~ N(0,1)^{d×m}, W_l ~ N(0,σ_w²)^{m×d}, b_l ~ N(0,σ_b²)^m (finite width only).
 

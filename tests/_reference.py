@@ -1,4 +1,4 @@
-"""Independent reference computations for the identity tests (SPEC §5).
+"""Independent reference computations for the identity tests (theory §5).
 
 Nothing here calls the solvers under test: these are 1-D quadratures and a 1-D
 Kolmogorov backward equation, used as the "truth" the particle and transformer
@@ -56,7 +56,7 @@ def chebyshev(n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def two_point_coefficients(kappa, kappa1: float, d: int, beta: float | None):
-    """Drift b(c) and diffusion a(c) of c = <X, Y> (SPEC §5.3) as callables.
+    """Drift b(c) and diffusion a(c) of c = <X, Y> (theory §5.3) as callables.
 
     b(c) = -(d-1) κ(1) c + (d-2+c²) κ(c) [+ 2(1-c²) e^{βc}/(e^β + e^{βc})],
     a(c) = 2 (1-c²) (κ(1) - c κ(c)).
@@ -108,7 +108,7 @@ def two_point_moments(kappa, kappa1: float, d: int, beta: float | None, c0: floa
 
 
 def lyapunov_from_two_point(kappa, kappa1: float, d: int, u: float = 1e-3) -> float:
-    """λ_1 from the two-point diffusion near the diagonal, without the closed form of SPEC §5.4.
+    """λ_1 from the two-point diffusion near the diagonal, without the closed form of theory §5.4.
 
     With u = 1 - c and r = |X - Y| = sqrt(2u), Itô's formula gives
     d log r = ½ [-b(1-u)/u - ½ a(1-u)/u²] dt + martingale, and the drift tends to λ_1 as

@@ -1,4 +1,4 @@
-"""Softmax attention (SPEC §1, §4): direct sum, Funk–Hecke eigenvalues, spectral velocity, energies."""
+"""Softmax attention (theory §1, §4): direct sum, Funk–Hecke eigenvalues, spectral velocity, energies."""
 
 import math
 

@@ -272,7 +272,7 @@ def test_mean_decay_no_attention():
 
 
 def test_rotation_identity_flow():
-    """SPEC rotation identity: with exact rotation steps and no attention, ρ_t = ρ_0 ∘ R^T.
+    """Rotation identity (theory §5.5): with exact rotation steps and no attention, ρ_t = ρ_0 ∘ R^T.
 
     Nodes are rotated rigidly, so moments equal the exact coefficients of the rotated
     mixture (to the quadrature error of ρ_0 itself, ~1e-15), log J = 0 and the backward density

@@ -1,4 +1,4 @@
-"""Depth/width convergence study (SPEC §9, Thm 1.1): meanfield.studies.depth and the ``depth`` CLI."""
+"""Depth/width convergence study (theory §9, Thm 1.1): meanfield.studies.depth and the ``depth`` CLI."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Fast (spectral, O(N)) attention against the direct O(N^2) sum (SPEC §4, §7)."""
+"""Fast (spectral, O(N)) attention against the direct O(N^2) sum (theory §4, §7)."""
 
 from __future__ import annotations
 

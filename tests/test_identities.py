@@ -1,4 +1,4 @@
-"""Exact identities of SPEC §5 against the particle solver and the transformer.
+"""Exact identities of theory §5 against the particle solver and the transformer.
 
 Statistical tolerances: every Monte Carlo comparison uses independent noise paths
 (seeds) as replicas. Tokens of one run share the noise and are *not* independent, so a
@@ -8,7 +8,7 @@ the sample standard deviation across seeds / sqrt(n_seeds). A comparison passes 
 
 * projected Euler without attention has an exactly computable discrete expectation
   (Funk–Hecke, see ``_reference.euler_one_step_moments``), so the MC estimate is compared
-  with it at 4 SE, and the discrete expectation is compared with the SPEC identity
+  with it at 4 SE, and the discrete expectation is compared with the identity of theory §5
   separately (weak order 1: the gap must be O(h));
 * for Heun and for the two-point motion we use Richardson extrapolation
   2 E_{h/2} - E_h on the *same* refinable noise paths (bias O(h²)); |E_h - E_{h/2}| is the
@@ -51,7 +51,7 @@ def _mean_se(samples):
 def _legendre_stats(x0, xt, d, lmax):
     """Per-run statistic mean_i P_l(<x_i(0), x_i(t)>), l = 1..lmax.
 
-    Σ_m Y_lm(x0) Y_lm(X_t) = Z_l(<x0, X_t>), so SPEC §5.1 for all m at once reads
+    Σ_m Y_lm(x0) Y_lm(X_t) = Z_l(<x0, X_t>), so theory §5.1 for all m at once reads
     E[P_l(<x0, X_t>)] = exp(-½ κ(1) l(l+d-2) t) (rotation-invariant form of the identity).
     """
     c = np.einsum("ij,ij->i", x0, xt)
@@ -59,7 +59,7 @@ def _legendre_stats(x0, xt, d, lmax):
 
 
 # --------------------------------------------------------------------------------------
-# SPEC §5.1: one token, no attention
+# theory §5.1: one token, no attention
 # --------------------------------------------------------------------------------------
 
 LMAX_ID = 3
@@ -76,7 +76,7 @@ def _exact(kappa1, d, t):
 
 @pytest.mark.parametrize("d", [2, 3])
 def test_one_token_euler_matches_discrete_and_continuous_identity(d):
-    """E[P_l(<x0, X_t>)] for projected Euler: MC vs exact discrete value vs SPEC §5.1."""
+    """E[P_l(<x0, X_t>)] for projected Euler: MC vs exact discrete value vs theory §5.1."""
     n_seeds, n_tok = 200, 32
     stats, tangential, kappa1 = [], [], None
     for seed in range(n_seeds):
@@ -108,7 +108,7 @@ def test_one_token_euler_matches_discrete_and_continuous_identity(d):
 
 
 def test_one_token_euler_bias_is_first_order():
-    """The exact discrete expectation converges to SPEC §5.1 at rate h (weak order 1)."""
+    """The exact discrete expectation converges to theory §5.1 at rate h (weak order 1)."""
     d, kappa1 = 3, 0.5
     gaps = []
     for h in (2.0**-5, 2.0**-6, 2.0**-7, 2.0**-8):
@@ -123,7 +123,7 @@ def test_one_token_euler_bias_is_first_order():
 
 @pytest.mark.parametrize("d", [2, 3])
 def test_one_token_heun_matches_identity(d):
-    """Stratonovich Heun: Richardson-extrapolated E[P_l(<x0, X_t>)] vs SPEC §5.1."""
+    """Stratonovich Heun: Richardson-extrapolated E[P_l(<x0, X_t>)] vs theory §5.1."""
     n_seeds, n_tok = 100, 32
     h = 2.0**-5
     ext, first_order, kappa1 = [], [], None
@@ -147,7 +147,7 @@ def test_one_token_heun_matches_identity(d):
 
 @pytest.mark.parametrize("d", [2, 3])
 def test_one_token_gaussian_transformer_matches_identity(d):
-    """Gaussian-field transformer, V = 0 (no attention), L = 64 layers: SPEC §5.1."""
+    """Gaussian-field transformer, V = 0 (no attention), L = 64 layers: theory §5.1."""
     n_seeds, n_tok, L = 150, 32, 64
     zero = np.zeros((d, d))
     stats, kappa1 = [], None
@@ -166,7 +166,7 @@ def test_one_token_gaussian_transformer_matches_identity(d):
 
 
 # --------------------------------------------------------------------------------------
-# SPEC §5.3: two-point motion
+# theory §5.3: two-point motion
 # --------------------------------------------------------------------------------------
 
 
@@ -206,7 +206,7 @@ def _orthogonal_pairs(n_pairs, d, rng):
 @pytest.mark.parametrize("d,beta,scheme", [(3, None, "euler"), (3, 1.0, "euler"), (2, None, "euler"),
                                            (2, 2.0, "euler"), (3, 1.0, "heun")])
 def test_two_point_motion_law(d, beta, scheme):
-    """E[c_t], E[c_t²] of c = <X, Y> (Richardson in h) vs the 1-D backward equation (SPEC §5.3)."""
+    """E[c_t], E[c_t²] of c = <X, Y> (Richardson in h) vs the 1-D backward equation (theory §5.3)."""
     n_seeds, n_pairs = 100, 16
     h, times = 2.0**-5, [0.5, 1.0]
     ext, first_order, noise = [], [], None
@@ -233,7 +233,7 @@ def test_two_point_motion_law(d, beta, scheme):
 
 
 # --------------------------------------------------------------------------------------
-# SPEC §5.4: top Lyapunov exponent
+# theory §5.4: top Lyapunov exponent
 # --------------------------------------------------------------------------------------
 
 
@@ -259,7 +259,7 @@ def test_lyapunov_relu_s2():
 
 def test_lyapunov_erf_d8_positive():
     """erf, σ_w = 2 in d = 8: κ'(1)/κ(1) = 1.77 > (d-1)/(d-3) = 1.4, so λ_1 = +0.648 > 0
-    (noise does not synchronise, SPEC §5.4). Finite-width random-feature noise (any d),
+    (noise does not synchronise, theory §5.4). Finite-width random-feature noise (any d),
     width 256. RandomFeatureNoise is not refinable, so no Richardson: at h = 2^-5 and 2^-6
     the estimates were 0.60 ± 0.08 and 0.69 ± 0.04 (16 seeds), no bias above one SE."""
     d = 8

@@ -1,4 +1,4 @@
-"""Covariance kernels (SPEC §2) and the Lyapunov exponent closed form (SPEC §5.4)."""
+"""Covariance kernels (theory §2) and the Lyapunov exponent closed form (theory §5.4)."""
 
 import math
 

@@ -1,4 +1,4 @@
-"""The common noise path (SPEC §3, §8): refinement, covariance, reproducibility."""
+"""The common noise path (theory §3, §8): refinement, covariance, reproducibility."""
 
 import math
 

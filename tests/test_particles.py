@@ -1,4 +1,4 @@
-"""Particle solver: geometry, strong order, deterministic limit, evaluators, bad input (SPEC §3, §5.7, §7)."""
+"""Particle solver: geometry, strong order, deterministic limit, evaluators, bad input (theory §3, §5.7, §7)."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def test_sphere_other_noise_sources(scheme):
 
 
 def test_euler_step_is_the_layer_normalised_map(noise3, x0_3):
-    """One Euler step equals Π(x + h P_x A(x) + ΔW(x)) (the map T_n of SPEC §6(b)), to round-off."""
+    """One Euler step equals Π(x + h P_x A(x) + ΔW(x)) (the map T_n of theory §6(b)), to round-off."""
     h, beta = 2.0**-4, 1.5
     sol = solve_particles(x0_3, noise3, beta, h, [h])
     v = tangent_project(x0_3, softmax_attention(x0_3, beta))
@@ -167,14 +167,14 @@ def test_non_finite_raises_with_time_and_remedy(x0_3):
 
 
 # --------------------------------------------------------------------------------------
-# SPEC §5.7: deterministic limit, energy ascent
+# theory §5.7: deterministic limit, energy ascent
 # --------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("scheme", ["euler", "heun"])
 @pytest.mark.parametrize("d", [2, 3, 5])
 def test_attention_energy_non_decreasing(scheme, d):
-    """σ = 0, Q = K = V = I: E_β^+ increases along the discrete flow (SPEC §5.7).
+    """σ = 0, Q = K = V = I: E_β^+ increases along the discrete flow (theory §5.7).
 
     Continuous time: dE/dt = N^{-2} Σ_i Z_i |v_i|² >= 0 with Z_i = Σ_j e^{β<x_i,x_j>}.
     The discrete step adds O(h²) terms; at h = 2^-5 with β = 4 (Lipschitz constant of v
@@ -284,7 +284,7 @@ def test_bad_input(noise3, x0_3):
 
 
 def test_auto_attention_uses_spectral_path_and_matches_direct():
-    # SPEC §7: the O(N) spectral sum is chosen for Q = K = V = I above the crossover and
+    # theory §7: the O(N) spectral sum is chosen for Q = K = V = I above the crossover and
     # agrees with the blocked direct sum to its tolerance (1e-10 per step, amplified over
     # 16 Lipschitz steps by at most e^{16 h (1+2β)} ~ 3)
     from meanfield.kernels import ActivationKernel

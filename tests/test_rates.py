@@ -1,4 +1,4 @@
-"""Tests of meanfield.rates: slope fits, rate tables, exports and figures (SPEC §9)."""
+"""Tests of meanfield.rates: slope fits, rate tables, exports and figures (theory §9)."""
 
 import numpy as np
 import pandas as pd

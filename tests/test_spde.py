@@ -1,4 +1,4 @@
-"""Tests of the spectral McKean–Vlasov SPDE solver (SPEC §4, §5, §6).
+"""Tests of the spectral McKean–Vlasov SPDE solver (theory §4, §5, §6).
 
 Tolerances are derived in the comment next to each assertion: Monte Carlo standard
 errors (z-tests), sampling scales 1/sqrt(4πN), truncation/round-off levels, and the
@@ -125,7 +125,7 @@ def test_velocity_matches_direct_softmax(d):
     ref = tangent_project(x, softmax_attention(x, 2.0, y=nodes, weights=w))
     assert np.abs(sol.velocity(0, x) - ref).max() < 1e-12
     assert np.abs(sol.velocity(0, x) - convolution_velocity(sol.coeffs[0], 2.0, x, d=d, lmax=32)[0]).max() < 1e-12
-    # general value matrix V: ambient-gradient formula of SPEC §4
+    # general value matrix V: ambient-gradient formula of theory §4
     V = np.random.default_rng(4).standard_normal((d, d))
     solv = solve_spde(rho0, None, beta=2.0, lmax=32, dt=0.01, t_eval=[0.0], d=d, V=V)
     refv = tangent_project(x, softmax_attention(x, 2.0, y=nodes, weights=w, V=V))
@@ -141,7 +141,7 @@ def test_velocity_matches_direct_softmax(d):
 
 
 # --------------------------------------------------------------------------------------
-# SPEC §5.5: rotation noise
+# theory §5.5: rotation noise
 # --------------------------------------------------------------------------------------
 
 
@@ -162,7 +162,7 @@ def test_rotation_noise_flow_is_not_exp_omega_in_3d():
 
 
 def test_rotation_pushforward_flow_exact():
-    """SPEC §5.5 exactly: push-forward with exact rotation steps = rotated ρ_0 (ducc0.sht.rotate_alm).
+    """theory §5.5 exactly: push-forward with exact rotation steps = rotated ρ_0 (ducc0.sht.rotate_alm).
 
     Rotations preserve each degree and the 3/2 grid integrates products of two degree-L
     functions exactly, so the only error is round-off (NUFFT eps 1e-12).
@@ -226,13 +226,13 @@ def test_rotation_projected_schemes_converge_to_flow():
 
 
 # --------------------------------------------------------------------------------------
-# SPEC §5.2 and §5.6
+# theory §5.2 and §5.6
 # --------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("scheme", ["exponential", "pushforward"])
 def test_mean_decay_no_attention(scheme):
-    """E[ρ_lm(t)] = exp(-½ κ_σ(1) l(l+1) t) ρ_lm(0) (SPEC §5.2) within 4 Monte Carlo SE.
+    """E[ρ_lm(t)] = exp(-½ κ_σ(1) l(l+1) t) ρ_lm(0) (theory §5.2) within 4 Monte Carlo SE.
 
     Scheme (a) satisfies it exactly at every h (the noise term has zero conditional mean and
     E_h is the exact factor), for any truncation. Scheme (b) has a weak O(h) bias: by isotropy
@@ -264,7 +264,7 @@ def test_mean_decay_no_attention(scheme):
 @pytest.mark.parametrize("scheme", ["exponential", "pushforward"])
 @pytest.mark.parametrize("d", [2, 3])
 def test_mass_conserved(scheme, d):
-    """∫ρ_t = 1 to 1e-12 with attention and noise (SPEC §5.6)."""
+    """∫ρ_t = 1 to 1e-12 with attention and noise (theory §5.6)."""
     mu = MU3 if d == 3 else [0.6, 0.8]
     noise = NoisePath(RELU, d=d, lmax=6, seed=4, t_max=0.2)
     sol = solve_spde(VonMisesFisher(mu, 2.0), noise, beta=1.0, lmax=32, dt=0.004, t_eval=np.linspace(0, 0.2, 6),
@@ -276,7 +276,7 @@ def test_mass_conserved(scheme, d):
 
 
 # --------------------------------------------------------------------------------------
-# SPEC §5.7: deterministic limit vs particles, energy
+# theory §5.7: deterministic limit vs particles, energy
 # --------------------------------------------------------------------------------------
 
 
@@ -303,7 +303,7 @@ def _deterministic_vs_particles(N):
     # the dynamics moved the coefficients by many SE, so the comparison has power
     c0 = sol.real_coefficients(0)[:16]
     assert np.abs((c - c0)[1:] / se[1:]).max() > 6
-    # E_β^+ = (1/2β) Σ λ_l |ρ_lm|² is non-decreasing (gradient ascent, SPEC §5.7)
+    # E_β^+ = (1/2β) Σ λ_l |ρ_lm|² is non-decreasing (gradient ascent, theory §5.7)
     e = np.array([sol.attention_energy(i) for i in range(len(sol))])
     assert np.all(np.diff(e) >= -1e-12 * e[0]), np.diff(e)
     assert e[-1] > e[0] * (1 + 1e-4)
@@ -336,7 +336,7 @@ def test_energy_nondecreasing_exponential_scheme():
 
 
 def _noise_vs_particles(N, L):
-    """SPEC §6(b) check: vMF κ = 4, ReLU noise l_σ = 8, no attention, T = 0.5, h = 2e-3.
+    """theory §6(b) check: vMF κ = 4, ReLU noise l_σ = 8, no attention, T = 0.5, h = 2e-3.
 
     Given the noise path, particles without attention are iid with law exactly the
     push-forward that scheme (b) computes, so each low-degree coefficient difference is a

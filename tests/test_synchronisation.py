@@ -1,4 +1,4 @@
-"""Synchronisation (SPEC §5.4, §9): lyapunov_estimate and meanfield.studies.synchronisation."""
+"""Synchronisation (theory §5.4, §9): lyapunov_estimate and meanfield.studies.synchronisation."""
 
 from __future__ import annotations
 

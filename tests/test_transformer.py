@@ -1,4 +1,4 @@
-"""The discrete transformer of SPEC §1: layer formulas, field covariance, SDE consistency, bad input."""
+"""The discrete transformer of theory §1: layer formulas, field covariance, SDE consistency, bad input."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def test_tokens_stay_on_sphere(variant, width):
 
 
 def test_one_layer_formula_finite_width():
-    """L = 1, sequential and parallel, general Q, K, V: the layer maps of SPEC §1, same weights."""
+    """L = 1, sequential and parallel, general Q, K, V: the layer maps of theory §1, same weights."""
     rng = np.random.default_rng(4)
     d, m, T, beta = 4, 33, 0.7, 2.0
     Q, K, V = (np.eye(d) + 0.4 * rng.standard_normal((d, d)) for _ in range(3))
@@ -72,7 +72,7 @@ def test_seed_reproducibility():
 
 
 def test_mlp_field_covariance():
-    """Over weight draws, α2 σ MLP_l has covariance α2² κ(<x,y>) δ_ab at every width (SPEC §2).
+    """Over weight draws, α2 σ MLP_l has covariance α2² κ(<x,y>) δ_ab at every width (theory §2).
 
     R = 4000 independent layers at width m = 5 (strongly non-Gaussian), 4 points on S^2.
     For each pair (x, y) and components (a, b) the sample mean of F_a(x) F_b(y) is
@@ -114,7 +114,7 @@ def test_gaussian_transformer_equals_euler_without_attention():
 
 def test_gaussian_transformer_converges_to_sde_with_attention():
     """With attention on, the transformer (L layers) and the particle solver on a fine grid see the
-    same path; the strong error decreases with L (both variants) — the depth limit of SPEC §3."""
+    same path; the strong error decreases with L (both variants) — the depth limit of theory §3."""
     d, T, beta = 3, 1.0, 2.0
     noise = NoisePath(RELU, d, 8, seed=31, t_max=T)
     x0 = unit_points(24, d, np.random.default_rng(5))

@@ -1,5 +1,5 @@
 """Tests of meanfield.transport: exact W_p, circle solver, sliced estimate,
-particles against densities, harmonic moments, input validation (SPEC §9(b), (c))."""
+particles against densities, harmonic moments, input validation (theory §9(b), (c))."""
 
 import warnings
 

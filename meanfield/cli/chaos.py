@@ -17,14 +17,16 @@ from ._study import run_study_command, study_parser
 __all__ = ["register", "main"]
 
 DESCRIPTION = f"""\
-Propagation of chaos: N particles against the McKean-Vlasov SPDE on one common noise
-path, on S^1 and/or S^2.
+Propagation of chaos (Prop. 1.2): N particles against the McKean-Vlasov SPDE on one common
+noise path, on S^1 and/or S^2.
 
-Reference: {CITATION}.
+Reference: {CITATION}, Prop. 1.2.
 
 Writes into --out: table_s1.{{csv,md,tex}} and table_s2.{{csv,md,tex}} (rate tables: N, mean,
-CI, slope, theory slope, verdict of the coupling, W_2 and observable errors),
-figure_s1.{{png,pdf}} and figure_s2.{{png,pdf}} (log-log plots with the theory lines),
+CI, slope with its studentized and delta-method intervals, theory slope and a verdict -
+consistent, inconsistent or inconclusive - of the coupling, W_2 and observable errors and
+of the iid control of W_2), figure_s1.{{png,pdf}} and figure_s2.{{png,pdf}} (log-log plots,
+fits with their confidence bands, theory lines),
 spde_check.{{csv,md}}, diagnostics.csv, summary.md and config.json (resolved settings).
 
 examples:

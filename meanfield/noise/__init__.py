@@ -1,11 +1,11 @@
-"""The common noise: one refinable Brownian path shared by every solver (SPEC §3, §8).
+"""The common noise: one refinable Brownian path shared by every solver (theory §3, §8).
 
 The MLP layers sum, over depth, to an R^d-valued Brownian field W(t, x) on the sphere
 with E[W_a(t,x) W_b(s,y)] = (t ∧ s) δ_ab κ(<x, y>). Truncated at degree l_σ,
 
     W(t, x) = Σ_{a=1..d} Σ_{l<=l_σ, m} sqrt(a_l) Y_lm(x) B_{a,lm}(t) e_a,
 
-with independent standard Brownian motions B (SPEC §3). :class:`NoisePath` generates
+with independent standard Brownian motions B (theory §3). :class:`NoisePath` generates
 the B's with a Brownian tree (Lévy's midpoint construction, as diffrax's
 ``VirtualBrownianTree``): the value at any time is a deterministic function of the
 seed, so a discrete transformer with L layers, an SDE solver on a finer grid and the
@@ -16,7 +16,7 @@ differences are exact in float64, so that identity holds *exactly*, not to round
 
 :class:`RandomFeatureNoise` is a separate noise source with the same κ: a fresh
 finite-width MLP per step (any d, not refinable). :class:`RotationNoise` is the field
-W(t, x) = Ω(t) x with Ω a skew-symmetric Brownian matrix (SPEC §5.5).
+W(t, x) = Ω(t) x with Ω a skew-symmetric Brownian matrix (theory §5.5).
 
 A new noise model is a new file: subclass :class:`NoiseSource` (and :class:`NoiseField`
 for its increments); every solver accepts it.

@@ -91,7 +91,7 @@ class FieldIncrement(NoiseField):
 
 
 class NoisePath(NoiseSource):
-    """The common Brownian field on S^1 (Fourier) or S^2 (real spherical harmonics), SPEC §3/§8.
+    """The common Brownian field on S^1 (Fourier) or S^2 (real spherical harmonics), theory §3/§8.
 
     Parameters
     ----------

@@ -21,7 +21,7 @@ class RandomFeatureNoise(NoiseSource):
 
     Over [t0, t1] the field is ΔW(x) = sqrt(t1 - t0) σ m^{-1/2} A φ(W x + b) with
     A ~ N(0,1)^{d×m}, W ~ N(0, σ_w²)^{m×d}, b ~ N(0, σ_b²)^m drawn afresh, so that
-    E[ΔW_a(x) ΔW_b(y)] = (t1 - t0) δ_ab κ(<x, y>) exactly for every width m (SPEC §2).
+    E[ΔW_a(x) ΔW_b(y)] = (t1 - t0) δ_ab κ(<x, y>) exactly for every width m (theory §2).
     For finite m the field is not Gaussian, and it is not refinable: a coarse step is
     *not* the sum of fine steps. The weights of a step are keyed by the seed and the
     two times, so the same step always gets the same weights.

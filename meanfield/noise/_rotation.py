@@ -18,7 +18,7 @@ def _rotation_cost(d: int, max_depth: int) -> tuple[float, float]:
 
 
 class RotationNoise(NoiseSource):
-    """Rigid rotation noise W(t, x) = Ω(t) x, Ω a skew-symmetric Brownian matrix (SPEC §5.5).
+    """Rigid rotation noise W(t, x) = Ω(t) x, Ω a skew-symmetric Brownian matrix (theory §5.5).
 
     Ω(t) = scale · Σ_{i<j} B_ij(t) (e_i e_j^T - e_j e_i^T) with independent standard
     Brownian motions B_ij from a :class:`BrownianTree` (so it is refinable). The

@@ -37,9 +37,11 @@ def plot_rates(
     ``theory_slope`` are passed to :func:`rate_table` with ``table_kwargs``.
     For each error column: markers at the mean with CI error bars (a lower CI
     end <= 0 is clipped at the axis), the fit ``exp(intercept) x^slope``
-    (dashed) and the theory line ``mean_0 (x/x_0)^theory_slope`` anchored at
+    (dashed) with its confidence band (shaded: the lines of slope
+    ``slope_ci_low`` and ``slope_ci_high`` through the fit at the geometric
+    mean of x — the interval the verdict uses) and the theory line ``mean_0 (x/x_0)^theory_slope`` anchored at
     the first point (dotted).  Uses a matplotlib ``Figure`` with the Agg
-    canvas; pyplot and the display are never touched.  SPEC §9.
+    canvas; pyplot and the display are never touched.  theory §9.
 
     Parameters
     ----------
@@ -92,7 +94,7 @@ def plot_rates(
         table = rate_table(table_or_df, param, error, theory_slope, **table_kwargs)
     fmts = _as_formats(formats, _FIGURE_FORMATS) if path_stem is not None else ()
     if ax is None:
-        fig = Figure(figsize=(5.5, 4.0), layout="constrained")
+        fig = Figure(figsize=(8.0, 4.2), layout="constrained")
         FigureCanvasAgg(fig)
         ax = fig.add_subplot()
     else:
@@ -120,13 +122,22 @@ def _draw_rates(ax, table: pd.DataFrame, param: str) -> None:
         first = block.iloc[0]
         ax.errorbar(x, mean, yerr=[lower, upper], fmt="o", color=color, capsize=3, label=f"{name}: mean, CI")
         grid = np.geomspace(x.min(), x.max(), 50)
+        fit_line = np.exp(first["intercept"]) * grid ** first["slope"]
         ax.plot(
             grid,
-            np.exp(first["intercept"]) * grid ** first["slope"],
+            fit_line,
             "--",
             color=color,
             label=f"fit {first['slope']:.3f} [{first['slope_ci_low']:.3f}, {first['slope_ci_high']:.3f}]",
         )
+        lo_s, hi_s = first["slope_ci_low"], first["slope_ci_high"]
+        if np.isfinite(lo_s) and np.isfinite(hi_s):
+            # the slope interval as a band: lines of slope ci_low and ci_high through the fit at the
+            # geometric mean of x (where the fitted line is least uncertain)
+            xm = float(np.exp(np.mean(np.log(x))))
+            ym = float(np.exp(first["intercept"]) * xm ** first["slope"])
+            band = [ym * (grid / xm) ** s for s in (lo_s, hi_s)]
+            ax.fill_between(grid, np.minimum(*band), np.maximum(*band), color=color, alpha=0.15, linewidth=0)
         ax.plot(
             grid,
             mean[0] * (grid / x[0]) ** first["theory_slope"],
@@ -139,4 +150,5 @@ def _draw_rates(ax, table: pd.DataFrame, param: str) -> None:
     ax.set_xlabel(param)
     ax.set_ylabel("error")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize="small")
+    # outside the axes: with several error columns an inside legend hides the data
+    ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)

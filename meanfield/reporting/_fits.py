@@ -184,7 +184,7 @@ def fit_slope(x, y, n_boot: int = 2000, ci: float = 0.95, seed=0, groups=None) -
     Measured coverage of the 95 % interval (5 parameter values, errors
     ``C x^s (1 + U(-0.3, 0.3))``, 200 seeds): 0.945 with 8 replicas, 0.865 with
     4 — the percentile bootstrap is too narrow for very few replicas.
-    SPEC §9.
+    theory §9.
 
     Parameters
     ----------
@@ -327,7 +327,7 @@ def rate_table(
 
         slope_ci_low - tolerance <= theory_slope <= slope_ci_high + tolerance
 
-    (``tolerance = 0`` when None), else ``"not consistent"``.  SPEC §9.
+    (``tolerance = 0`` when None), else ``"not consistent"``.  theory §9.
 
     Parameters
     ----------

@@ -1,6 +1,6 @@
-"""The spectral McKean–Vlasov SPDE solver on S^1 and S^2 (SPEC §4, §6).
+"""The spectral McKean–Vlasov SPDE solver on S^1 and S^2 (theory §4, §6).
 
-Conditionally on the common noise the token density ρ_t solves (Itô form, SPEC §4)
+Conditionally on the common noise the token density ρ_t solves (Itô form, theory §4)
 
     dρ = [ -div_S(ρ v[ρ]) + ½ κ_σ(1) Δ_S ρ ] dt - div_S( ρ P_x dW(t, x) ),
     v[ρ](x) = P_x A(x; ρ),   A(x; ρ) = ∫ e^{β<x,y>} V y ρ(y) dy / ∫ e^{β<x,y>} ρ(y) dy.
@@ -13,13 +13,13 @@ Products are formed pseudo-spectrally on a quadrature grid obeying the 3/2 rule
 longitudes; S^1: M = 2(⌊3 lmax/2⌋ + 2) equispaced nodes), so the projection of a product
 of two degree-``lmax`` fields back to degree ``lmax`` is exact.
 
-Two time steppers (SPEC §6):
+Two time steppers (theory §6):
 
 ``scheme="exponential"`` (a), Eulerian Itô exponential Euler,
     ρ_{n+1} = E_h [ ρ_n - h div_S(ρ_n v[ρ_n]) - div_S(ρ_n P_x ΔW_n) ],
     E_h = exp(½ κ_σ(1) h Δ_S) (per coefficient e^{-½ κ_σ(1) l(l+d-2) h}).
     The divergence of a tangent field is a spin-1 analysis on S^2
-    (div F = -sqrt(l(l+1)) E_lm, SPEC §10) and d/dθ of the Fourier series on S^1.
+    (div F = -sqrt(l(l+1)) E_lm, theory §10) and d/dθ of the Fourier series on S^1.
     Mass is conserved exactly (the divergence has no l = 0 part). It is explicit in the
     transport term and needs a step-size condition when attention is on: see
     :func:`exponential_euler_growth`.
@@ -36,7 +36,7 @@ Two time steppers (SPEC §6):
 For :class:`meanfield.noise.RotationNoise` the push-forward scheme also accepts
 ``noise_map="flow"``: T_n(x) = exp(ΔΩ_n) Π(x + h v[ρ_n](x)), whose noise part is an exact
 rotation. Without attention it reproduces the rotated density ρ_0 ∘ (R^h_t)^T with
-R^h_t = exp(ΔΩ_{n-1}) ··· exp(ΔΩ_0) to round-off (SPEC §5.5), because a rotation maps
+R^h_t = exp(ΔΩ_{n-1}) ··· exp(ΔΩ_0) to round-off (theory §5.5), because a rotation maps
 degree-l harmonics to degree-l harmonics and the 3/2 grid integrates their products
 exactly. The default ``noise_map="projected"`` map Π((I + ΔΩ)x) is a rotation only up
 to O(h) per step, and the Eulerian scheme (a) only to its strong order 1/2.
@@ -52,7 +52,7 @@ step maps, with no degree limit (:mod:`._characteristics` and its helpers).
 
 The solver monitors the spectral tail, the negative part and finiteness after every
 step and raises :class:`SPDEResolutionError` (carrying the partial solution) instead of
-returning an unresolved solution (SPEC §6).
+returning an unresolved solution (theory §6).
 """
 
 from ._char_solution import CharacteristicsError, CharacteristicsSolution

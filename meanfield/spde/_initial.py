@@ -145,7 +145,7 @@ class VonMisesFisher(InitialCondition):
     C_d(κ) = κ^{d/2-1} / ((2π)^{d/2} I_{d/2-1}(κ)) (S^2: κ / (4π sinh κ); S^1: 1/(2π I_0(κ))),
     evaluated with exponentially scaled Bessel functions so that it never overflows.
     Its harmonic coefficients are exact by Funk–Hecke:
-    ρ_lm = C_d(κ) λ_l(κ) conj(Y_lm(μ)) with λ_l the eigenvalues of e^{κ<x,y>} (SPEC §4).
+    ρ_lm = C_d(κ) λ_l(κ) conj(Y_lm(μ)) with λ_l the eigenvalues of e^{κ<x,y>} (theory §4).
 
     Parameters
     ----------

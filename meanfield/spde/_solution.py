@@ -115,7 +115,7 @@ class SPDESolution:
         return self.basis.plot_values(self.coeffs[self._index(i)], nlat, nlon)
 
     def mass(self, i: int) -> float:
-        """∫ ρ_{t_i} = ``ρ_00 sqrt(|S^{d-1}|)`` (SPEC §5.6)."""
+        """∫ ρ_{t_i} = ``ρ_00 sqrt(|S^{d-1}|)`` (theory §5.6)."""
         return self.basis.mass(self.coeffs[self._index(i)])
 
     def min_density(self, i: int) -> float:
@@ -140,7 +140,7 @@ class SPDESolution:
         return np.bincount(b.ell, weights=b.energy(self.coeffs[self._index(i)]), minlength=self.lmax + 1)
 
     def velocity(self, i: int, x) -> np.ndarray:
-        """Attention velocity v[ρ_{t_i}](x) = P_x A(x; ρ_{t_i}) at points x (N, d) -> (N, d) (SPEC §4, §9)."""
+        """Attention velocity v[ρ_{t_i}](x) = P_x A(x; ρ_{t_i}) at points x (N, d) -> (N, d) (theory §4, §9)."""
         if self.beta <= 0:
             raise ValueError("velocity needs beta > 0")
         x = as_real_array(x, "x")
@@ -151,7 +151,7 @@ class SPDESolution:
         return self._vel.at_points(self.coeffs[self._index(i)], x)[0]
 
     def attention_energy(self, i: int) -> float:
-        """E_β^+(ρ_{t_i}) = (1/2β) ∫∫ e^{β<x,y>} ρ ρ = ``(1/2β) Σ_lm λ_l |ρ_lm|²`` (SPEC §5.7)."""
+        """E_β^+(ρ_{t_i}) = (1/2β) ∫∫ e^{β<x,y>} ρ ρ = ``(1/2β) Σ_lm λ_l |ρ_lm|²`` (theory §5.7)."""
         if self.beta <= 0:
             raise ValueError("attention_energy needs beta > 0")
         b = self.basis

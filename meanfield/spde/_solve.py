@@ -144,11 +144,11 @@ def solve_spde(
     progress: bool = False,
     **options,
 ):
-    """Solve the McKean–Vlasov SPDE of SPEC §4 on S^1 (d = 2) or S^2 (d = 3) for one noise path.
+    """Solve the McKean–Vlasov SPDE of theory §4 on S^1 (d = 2) or S^2 (d = 3) for one noise path.
 
     dρ = [ -div_S(ρ v[ρ]) + ½ κ_σ(1) Δ_S ρ ] dt - div_S(ρ P_x dW),  v[ρ] = P_x A(x; ρ) with
     softmax attention (Q = K = I, value matrix V), discretised by the exponential Euler
-    scheme (a) or the Lagrangian push-forward scheme (b) of SPEC §6 (see the module
+    scheme (a) or the Lagrangian push-forward scheme (b) of theory §6 (see the module
     docstring for both formulas).
 
     Parameters
@@ -180,7 +180,7 @@ def solve_spde(
     attention, noise_on : bool
         Switch the attention drift / the noise off.
     V : ndarray (d, d), optional
-        Value matrix; default identity. General V uses the ambient gradient of SPEC §4.
+        Value matrix; default identity. General V uses the ambient gradient of theory §4.
     filter : int, optional
         Order p (even, >= 2) of the exponential filter σ(l) = exp(-36 (l / lmax)^p)
         applied to the coefficients after every step (σ(0) = 1: mass is kept). Off by default.

@@ -1,4 +1,4 @@
-"""Validation studies (SPEC §9), each built on :class:`meanfield.runner.Study` with presets.
+"""Validation studies (theory §9), each built on :class:`meanfield.runner.Study` with presets.
 
 - :mod:`meanfield.studies.chaos`: propagation of chaos (particles vs the SPDE on one
   common noise path) on S^1 and S^2.

@@ -248,7 +248,7 @@ def wasserstein_circle(x, y, a=None, b=None, p: int = 2, *, solver: str = "nativ
         W_p^p(μ, ν) = \\min_{θ ∈ \\mathbb{R}} \\int_0^1 |F_μ^{-1}(q) - (F_ν - θ)^{-1}(q)|^p\\, dq
         \\quad\\text{(in turns)},\\qquad W_p^{\\text{rad}} = 2π\\, W_p^{\\text{turns}}.
 
-    SPEC §9(b), §10.  ``solver="native"`` (default) is this package's exact
+    theory §9(b), §10.  ``solver="native"`` (default) is this package's exact
     solver (``meanfield.transport._circle``): the level median for p = 1; for p = 2,
     bisection on the piecewise-constant derivative of the cut cost and an
     exact tangent-intersection step (agrees with ``ot.emd2`` on the geodesic

@@ -62,7 +62,7 @@ def density_to_cloud(values, nodes, weights, *, clip_negative: bool = False) -> 
     .. math::
         ρ ≈ \\sum_q \\frac{w_q ρ(x_q)}{\\sum_r w_r ρ(x_r)}\\, δ_{x_q}.
 
-    A spectral density can be negative where it is under-resolved (SPEC §6).
+    A spectral density can be negative where it is under-resolved (theory §6).
     Negative values are never dropped silently: with ``clip_negative=False``
     (default) any ``ρ_q < 0`` raises a ``ValueError`` quoting the negative mass;
     with ``clip_negative=True`` they are set to 0 and the returned
@@ -139,7 +139,7 @@ def wasserstein_to_density(
 
     The density is converted by :func:`density_to_cloud` (mass renormalised to
     1; negative values raise unless ``clip_negative=True``) and compared with
-    :func:`wasserstein`.  SPEC §9(b): "density as weighted quadrature nodes".
+    :func:`wasserstein`.  theory §9(b): "density as weighted quadrature nodes".
     Nodes where the density carries no mass (``w_q ρ_q⁺`` at most
     :data:`NEGLIGIBLE_WEIGHT` times the mass, e.g. the far tail of a
     concentrated density) are left out of the exact solve, so only the

@@ -145,7 +145,7 @@ def cost_matrix(x, y, cost: str = "geodesic", p: int = 1) -> np.ndarray:
     Geodesic: ``d = arccos <x, y>``, evaluated as ``2 atan2(|x - y|, |x + y|)``,
     which keeps full relative accuracy near 0 and π (``arccos`` of a clipped
     inner product has errors ~1e-8 there).  Chordal: ``d = |x - y|``.
-    SPEC §9(b).
+    theory §9(b).
 
     Parameters
     ----------
@@ -239,7 +239,7 @@ def wasserstein(
     .. math::
         W_p(μ, ν) = \\Big(\\min_{π ∈ Π(a, b)} \\sum_{ij} π_{ij}\\, d(x_i, y_j)^p\\Big)^{1/p},
 
-    with ``d`` the geodesic (radians) or chordal distance.  SPEC §9(b), §10.
+    with ``d`` the geodesic (radians) or chordal distance.  theory §9(b), §10.
 
     Method: POT's exact network simplex ``ot.emd2`` with ``numItermax =
     num_iter_max`` (at least 1e7) and a check of ``result_code == 1``.  For

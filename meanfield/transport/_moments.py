@@ -75,8 +75,8 @@ def real_harmonics(x, lmax: int = 2) -> np.ndarray:
     ``1/sqrt(2π)``, then ``cos(kφ)/sqrt(π), sin(kφ)/sqrt(π)`` for k = 1..lmax.
     Orthonormal in L²(surface measure).  Ordering as in
     :func:`harmonic_labels`.  This is the real basis of the package's spectral
-    coefficients (``meanfield.harmonics.real_basis``, SPEC §10 ducc0 packing),
-    so moments compare directly with SPDE coefficients ρ_lm.  SPEC §2, §9(c).
+    coefficients (``meanfield.harmonics.real_basis``, theory §10 ducc0 packing),
+    so moments compare directly with SPDE coefficients ρ_lm.  theory §2, §9(c).
 
     Parameters
     ----------
@@ -119,7 +119,7 @@ def _check_harmonic_dim(x: np.ndarray, name: str) -> None:
 def empirical_moments(x, a=None, lmax: int = 2) -> np.ndarray:
     """Harmonic moments ``<μ, Y_k> = Σ_i a_i Y_k(x_i)`` of a weighted cloud.
 
-    SPEC §9(c).  Basis and ordering of :func:`real_harmonics` /
+    theory §9(c).  Basis and ordering of :func:`real_harmonics` /
     :func:`harmonic_labels`.
 
     Parameters
@@ -153,7 +153,7 @@ def density_moments(nodes, weights, values, lmax: int = 2) -> np.ndarray:
 
     The density is used as given (signed, not renormalised), so the ``k = 0``
     moment is ``mass / sqrt(|S^{d-1}|)``.  Exact for band-limited ρ when the
-    rule integrates degree ``deg ρ + lmax`` exactly.  SPEC §9(c).
+    rule integrates degree ``deg ρ + lmax`` exactly.  theory §9(c).
 
     Parameters
     ----------
@@ -193,7 +193,7 @@ def observable_errors(x, a, nodes, weights, values, lmax: int = 2, *, f=None) ->
     ``(n, K)`` values replaces them (any d).  The density side is the
     quadrature ``Σ_q w_q ρ(x_q) f_k(x_q)`` of the density as given (signed,
     not renormalised).  Monte Carlo scale for iid particles:
-    ``sd(f_k(X)) / sqrt(N)``.  SPEC §9(c).
+    ``sd(f_k(X)) / sqrt(N)``.  theory §9(c).
 
     Parameters
     ----------

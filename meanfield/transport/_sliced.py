@@ -115,7 +115,7 @@ def sliced_wasserstein_sphere(
     4.0-4.8 s; 1e5 vs 1e5: 11-15 s; 1e5 particles vs 4608 quadrature nodes,
     256 projections: 9-11 s).  On S^1
     (d = 2) every slice is an isometry and the value equals W_p exactly.
-    SPEC §9(b), §10.
+    theory §9(b), §10.
 
     This is a different metric from W_p, not an approximation with a
     guaranteed error.  The projection onto a great circle is not Lipschitz near

@@ -14,6 +14,17 @@ from ._presets import ERRORS, parse_spheres
 from ._tasks import _density_nodes
 
 
+#: Power threshold of the three-way verdicts (:func:`meanfield.reporting.verdict`): a slope
+#: interval whose half-width exceeds ``CHAOS_POWER * |theory slope|`` = 0.25 is inconclusive,
+#: i.e. a verdict is given only when the 95 % interval can separate the N^{-1/2} rate from
+#: N^{-1/4} and from N^{-3/4} (half and one and a half times the theory exponent).
+CHAOS_POWER = 0.5
+#: Control columns of the long table: W_2 of an iid sample of ρ_T against the same reference
+#: (``w2_iid``) and W_2 of the particles against ρ_T on the rules with half and a quarter of the
+#: nodes per direction (``w2_coarse``, ``w2_coarser``).
+CONTROLS = ("w2_iid", "w2_coarse", "w2_coarser")
+
+
 def chaos_frame(result) -> pd.DataFrame:
     """Long table of a chaos :class:`~meanfield.runner.StudyResult`: one row per (sphere, replica, N).
 
@@ -24,7 +35,8 @@ def chaos_frame(result) -> pd.DataFrame:
     Returns
     -------
     DataFrame
-        Columns ``sphere, replica, N, coupling, w2, observable`` (``w2`` NaN where not computed).
+        Columns ``sphere, replica, N, coupling, w2, observable, w2_iid, w2_coarse, w2_coarser`` (the W_2
+        columns NaN where not computed, and the controls NaN for results that lack them).
 
     Examples
     --------
@@ -36,13 +48,16 @@ def chaos_frame(result) -> pd.DataFrame:
     for i, row in enumerate(frame.itertuples(index=False)):
         Ns = result.arrays["Ns"][i]
         for k, N in enumerate(Ns):
-            rows.append({"sphere": int(row.sphere), "replica": int(row.replica), "N": int(N),
-                         **{e: float(result.arrays[e][i][k]) for e in ERRORS}})
-    return pd.DataFrame(rows, columns=["sphere", "replica", "N", *ERRORS])
+            values = {e: float(result.arrays[e][i][k]) for e in ERRORS}
+            for c in CONTROLS:
+                arr = result.arrays.get(c)
+                values[c] = float(arr[i][k]) if arr is not None and arr[i] is not None else float("nan")
+            rows.append({"sphere": int(row.sphere), "replica": int(row.replica), "N": int(N), **values})
+    return pd.DataFrame(rows, columns=["sphere", "replica", "N", *ERRORS, *CONTROLS])
 
 
 def theory_slopes(sphere: int, n_min_w2: int) -> tuple[dict, dict]:
-    """Theory slopes and tolerances of the three errors (SPEC §9).
+    """Theory slopes and tolerances of the three errors (theory §9).
 
     Coupling and observables: -1/2, tolerance 0. W_2: -1/2 on S^1 (tolerance 0); on S^2
     the band [-1/2, -1/2 + 1/(2 ln N_min)] of local slopes of sqrt(log N / N), written as
@@ -85,19 +100,28 @@ class ChaosReport:
     frame : DataFrame
         :func:`chaos_frame` of the result.
     tables : dict of int to DataFrame
-        Rate table (:func:`meanfield.rates.rate_table`) per sphere, errors stacked.
+        Rate table per sphere (:func:`meanfield.reporting.rate_table` with
+        ``verdicts="three-way"`` and ``power=CHAOS_POWER``): the three errors and, where
+        computed, the iid control ``w2_iid`` (same theory band as ``w2``).
     summaries : dict of int to DataFrame
-        :func:`meanfield.rates.slope_summary` per sphere.
+        :func:`meanfield.reporting.slope_summary` per sphere, plus a ``reason`` column (the
+        rule of :func:`meanfield.reporting.verdict` that decided).
     spde_check : DataFrame
         One row per (sphere, error): ``spde_error`` (largest over replicas),
-        ``smallest_particle_error`` (smallest mean over N), ``ratio``, ``below``.
+        ``smallest_particle_error`` (smallest mean over N), ``ratio``, ``below`` (ratio < 1)
+        and ``below_tenth`` (ratio < 0.1).
     diagnostics : DataFrame
-        Per sphere: negative mass of ρ_T, min ρ_T, spectral tail, W_2 quantisation floor,
-        kept fraction of κ(1), mean wall times per replica.
+        Per sphere: negative mass of ρ_T, min ρ_T, spectral tail, W_2 quantisation floor
+        (first-order estimate), the measured grid change of W_2, kept fraction of κ(1),
+        mean wall times per replica.
     control : dict or None
-        ``{"frame", "fit"}`` of :func:`iid_w2_control` on S^1 when :func:`analyse` ran it.
+        ``{sphere: {...}}``: the W_2 controls — ``slope_difference`` (study minus iid
+        control, with its delta-method 95 % interval), ``grid`` (slopes on the reference
+        rule and on the rule with half the nodes, relative change of the mean W_2 per N).
     seconds : dict or None
         Wall time of the run per part.
+    power : float
+        The power threshold used for the verdicts.
     """
 
     result: object
@@ -108,24 +132,86 @@ class ChaosReport:
     diagnostics: pd.DataFrame
     control: dict | None = None
     seconds: dict | None = None
+    power: float = CHAOS_POWER
 
     @property
     def spheres(self) -> tuple[int, ...]:
         return tuple(sorted(self.tables))
 
 
-def analyse_chaos(result, *, n_boot: int = 2000, seed: int = 0) -> ChaosReport:
-    """Rate tables, slope fits, SPDE-error check and diagnostics of a chaos study result.
+def _reasons(table: pd.DataFrame, power: float) -> dict:
+    """{error: reason} of the three-way verdicts of a rate table (rebuilt from its stored fits)."""
+    from meanfield.reporting import SlopeIntervals, verdict
+
+    out = {}
+    for name, fit in table.attrs["fits"].items():
+        row = table[table["error"] == name].iloc[0]
+        iv = SlopeIntervals(**fit["intervals"])
+        out[name] = verdict(iv, row["theory_slope"], tolerance=row["tolerance"], power=power).reason
+    return out
+
+
+def _w2_controls(sub: pd.DataFrame, w2_fit, slopes: dict, tol: dict, n_boot: int, seed: int) -> dict:
+    """Study-vs-iid slope difference and the grid check of W_2 for one sphere."""
+    from meanfield.reporting import fit_slope
+
+    out = {}
+    rows = sub[np.isfinite(sub["w2"])]
+    z = 1.959963984540054
+    iid = rows[np.isfinite(rows["w2_iid"])]
+    if len(iid) and iid["N"].nunique() >= 2 and w2_fit is not None:
+        fit_iid = fit_slope(iid["N"].to_numpy(float), iid["w2_iid"].to_numpy(), n_boot=n_boot, seed=seed)
+        a, b = w2_fit.intervals, fit_iid.intervals
+        diff = a.slope - b.slope
+        se = math.sqrt(a.se**2 + b.se**2)
+        out["slope_difference"] = {"study": a.slope, "iid": b.slope, "difference": diff, "se": se,
+                                   "ci_low": diff - z * se, "ci_high": diff + z * se,
+                                   "contains_zero": bool(diff - z * se <= 0.0 <= diff + z * se)}
+    coarse = rows[np.isfinite(rows["w2_coarse"])]
+    if len(coarse) and coarse["N"].nunique() >= 2 and w2_fit is not None:
+        fit_c = fit_slope(coarse["N"].to_numpy(float), coarse["w2_coarse"].to_numpy(), n_boot=n_boot, seed=seed)
+        means = rows.groupby("N")[["w2", "w2_coarse", "w2_coarser"]].mean()
+        change = (means["w2_coarse"] - means["w2"]).abs() / means["w2"]
+        grid = {"slope": w2_fit.slope, "slope_coarse": fit_c.slope,
+                "slope_change": abs(fit_c.slope - w2_fit.slope),
+                "relative_change": {int(n): float(v) for n, v in change.items()},
+                "relative_change_max": float(change.max())}
+        if np.isfinite(means["w2_coarser"]).all():
+            # contraction of the grid error: change from n/4 to n/2 over change from n/2 to n, per N
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = (means["w2_coarser"] - means["w2_coarse"]) / (means["w2_coarse"] - means["w2"])
+            fit_cc = fit_slope(coarse["N"].to_numpy(float), coarse["w2_coarser"].to_numpy(), n_boot=n_boot,
+                               seed=seed)
+            grid.update({"slope_coarser": fit_cc.slope,
+                         "contraction": {int(n): float(v) for n, v in ratio.items()},
+                         "contraction_min": float(ratio.min()), "contraction_max": float(ratio.max())})
+            d_fine, d_coarse = fit_c.slope - w2_fit.slope, fit_cc.slope - fit_c.slope
+            grid["slope_contraction"] = float(d_coarse / d_fine) if d_fine != 0 else float("inf")
+            r = float(ratio.min())
+            if np.isfinite(r) and r > 1.0:
+                # geometric convergence with factor >= r: the error left on the reference grid is at most change/(r-1)
+                grid["remaining_max"] = float(change.max() / (r - 1.0))
+            r_s = grid["slope_contraction"]
+            if r_s > 1.0:
+                grid["slope_remaining"] = abs(d_fine) / (r_s - 1.0)
+        out["grid"] = grid
+    return out
+
+
+def analyse_chaos(result, *, n_boot: int = 2000, seed: int = 0, power: float = CHAOS_POWER) -> ChaosReport:
+    """Rate tables, three-way verdicts, the W_2 controls, SPDE-error check and diagnostics.
 
     Parameters
     ----------
     result : meanfield.runner.StudyResult
         From ``run_study(chaos_study(...))``; needs at least 2 replicas per sphere for the
-        bootstrap CIs.
+        intervals (a point with one replica makes its verdict inconclusive).
     n_boot : int
-        Bootstrap resamples of :func:`meanfield.rates.rate_table`.
+        Bootstrap resamples of :func:`meanfield.reporting.rate_table`.
     seed : int
         Bootstrap seed.
+    power : float
+        Power threshold of the three-way verdicts (default :data:`CHAOS_POWER`).
 
     Returns
     -------
@@ -135,28 +221,37 @@ def analyse_chaos(result, *, n_boot: int = 2000, seed: int = 0) -> ChaosReport:
     --------
     >>> report = analyse_chaos(run_study(chaos_study("tiny"), progress=False))  # doctest: +SKIP
     """
-    from meanfield.rates import rate_table, slope_summary
+    from meanfield.reporting import fit_slope, rate_table, slope_summary
 
     if result.failures:
         raise RuntimeError(f"{len(result.failures)} chaos task(s) failed, first: {result.failures[0].error}")
     long = chaos_frame(result)
     fr = result.frame
-    tables, summaries, checks, diags = {}, {}, [], []
+    tables, summaries, checks, diags, controls = {}, {}, [], [], {}
     for sphere in sorted(long["sphere"].unique()):
         sub = long[long["sphere"] == sphere]
         w2_rows = sub[np.isfinite(sub["w2"])]
         n_min_w2 = int(w2_rows["N"].min()) if len(w2_rows) else 2
         slopes, tol = theory_slopes(int(sphere), n_min_w2)
+        slopes["w2_iid"], tol["w2_iid"] = slopes["w2"], tol["w2"]
         parts = []
-        for err in ERRORS:
-            data = sub if err != "w2" else w2_rows
+        for err in (*ERRORS, "w2_iid"):
+            data = sub if err in ("coupling", "observable") else sub[np.isfinite(sub[err])]
             if data["N"].nunique() < 2:
                 continue
-            parts.append(rate_table(data, "N", err, slopes[err], tolerance=tol[err], n_boot=n_boot, seed=seed))
+            parts.append(rate_table(data, "N", err, slopes[err], tolerance=tol[err], n_boot=n_boot, seed=seed,
+                                    verdicts="three-way", power=power))
         table = pd.concat(parts, ignore_index=True)
-        table.attrs["param"] = "N"
+        table.attrs = {**parts[0].attrs, "fits": {k: v for p in parts for k, v in p.attrs["fits"].items()}}
         tables[int(sphere)] = table
-        summaries[int(sphere)] = slope_summary(table)
+        summ = slope_summary(table)
+        reasons = _reasons(table, power)
+        summ["reason"] = [reasons[e] for e in summ["error"]]
+        summaries[int(sphere)] = summ
+        w2_fit = None
+        if w2_rows["N"].nunique() >= 2:
+            w2_fit = fit_slope(w2_rows["N"].to_numpy(float), w2_rows["w2"].to_numpy(), n_boot=n_boot, seed=seed)
+        controls[int(sphere)] = _w2_controls(sub, w2_fit, slopes, tol, n_boot, seed)
         rows = fr[fr["sphere"] == sphere]
         means = sub.groupby("N")[list(ERRORS)].mean()
         for err, col in (("coupling", "spde_coupling"), ("w2", "spde_w2_bound"), ("observable", "spde_observable")):
@@ -164,7 +259,8 @@ def analyse_chaos(result, *, n_boot: int = 2000, seed: int = 0) -> ChaosReport:
             spde_err = float(rows[col].max())
             checks.append({"sphere": int(sphere), "error": err, "spde_measure": col, "spde_error": spde_err,
                            "smallest_particle_error": smallest, "ratio": spde_err / smallest,
-                           "below": bool(spde_err < smallest)})
+                           "below": bool(spde_err < smallest), "below_tenth": bool(spde_err < 0.1 * smallest)})
+        grid = controls[int(sphere)].get("grid", {})
         diags.append({
             "sphere": int(sphere), "replicas": int(len(rows)),
             "rho_negative_mass_max": float(rows["rho_negative_mass"].max()),
@@ -172,18 +268,24 @@ def analyse_chaos(result, *, n_boot: int = 2000, seed: int = 0) -> ChaosReport:
             "rho_min": float(rows["rho_min"].min()),
             "spde_tail_max": float(rows["spde_tail"].max()),
             "w2_floor": float(rows["w2_floor"].max()),
+            "w2_grid_change_max": float(grid.get("relative_change_max", float("nan"))),
             "kept_fraction": float(rows["kept_fraction"].mean()),
             "spde_seconds": float(rows["spde_seconds"].mean()),
             "particle_seconds": float(rows["particle_seconds"].mean()),
             "coupling_seconds": float(rows["coupling_seconds"].mean()),
             "w2_seconds": float(rows["w2_seconds"].mean()),
+            "control_seconds": float(rows["control_seconds"].mean()) if "control_seconds" in rows else float("nan"),
         })
-    return ChaosReport(result, long, tables, summaries, pd.DataFrame(checks), pd.DataFrame(diags))
+    return ChaosReport(result, long, tables, summaries, pd.DataFrame(checks), pd.DataFrame(diags),
+                       control=controls, power=power)
 
 
 def iid_w2_control(sphere: int, Ns, replicas: int = 8, *, kappa: float = 4.0, density_nodes: int = 4096,
                    seed: int = 0, n_boot: int = 2000):
-    """Control for error (b): W_2 of N iid samples of ρ_0 (vMF) against ρ_0 itself, no dynamics.
+    """W_2 of N iid samples of the initial density ρ_0 (vMF) against ρ_0 itself, no dynamics.
+
+    Not the control of the study's W_2 error (that one samples ρ_T on the same path inside
+    every task, see ``w2_iid`` in :func:`chaos_frame`); kept as a reference for sampling ρ_0.
 
     Measures the pre-asymptotic W_2 decay of pure sampling for the same initial density, the
     same N and the same quadrature representation as the study, so that a W_2 slope of the
@@ -241,21 +343,18 @@ def iid_w2_control(sphere: int, Ns, replicas: int = 8, *, kappa: float = 4.0, de
 
 
 
-def analyse(results, cfg: dict | None = None, *, n_boot: int = 2000, seed: int = 0, control: bool = False,
-            seconds: dict | None = None) -> ChaosReport:
+def analyse(results, cfg: dict | None = None, *, n_boot: int = 2000, seed: int = 0, control: bool = True,
+            seconds: dict | None = None, power: float = CHAOS_POWER) -> ChaosReport:
     """Analyse the results of :func:`build`'s studies (``{"chaos": StudyResult}`` or the StudyResult).
 
     ``cfg`` is not needed (the settings travel with the study) and is accepted for the common
-    signature of the studies. With ``control`` and S^1 among the spheres, also the iid
-    sampling control :func:`iid_w2_control` on S^1 (same N, replicas, κ and nodes), stored in
-    ``report.control``. ``seconds`` ({part: wall time}) is kept in ``report.seconds``.
+    signature of the studies. The W_2 controls (iid samples of ρ_T on the same path, the grid
+    check) are computed by every task and always analysed; ``control`` is accepted for
+    compatibility and has no effect. ``seconds`` ({part: wall time}) is kept in
+    ``report.seconds``; ``power`` is the power threshold of the verdicts.
     """
+    del control
     result = results["chaos"] if isinstance(results, dict) else results
-    report = analyse_chaos(result, n_boot=n_boot, seed=seed)
+    report = analyse_chaos(result, n_boot=n_boot, seed=seed, power=power)
     report.seconds = dict(seconds or {})
-    if control and 1 in report.spheres:
-        cfg1 = result.study.fixed["configs"]["1"]
-        frame, fit = iid_w2_control(1, cfg1["Ns"], replicas=result.study.replicas, kappa=cfg1["kappa"],
-                                    density_nodes=cfg1["density_nodes"], n_boot=n_boot)
-        report.control = {"frame": frame, "fit": fit}
     return report

@@ -11,6 +11,11 @@ import numpy as np
 from ._presets import _check_config, config
 
 
+#: Largest cloud size handed to the exact network simplex for the W_2 error (n m <= this squared):
+#: 2048 particles against a 64 × 128 reference grid of S^2 (8192 nodes) is inside.
+_W2_MAX_EXACT = 6000
+
+
 def _density_nodes(d: int, n: int):
     from meanfield.transport import circle_quadrature, sphere_quadrature
 
@@ -80,11 +85,15 @@ def chaos_replica(params: dict, seed: np.random.SeedSequence) -> dict:
     -------
     dict
         Arrays (shape ``(len(Ns),)``): ``Ns``, ``coupling``, ``w2`` (NaN for N > w2_max_N),
-        ``observable``. Scalars: ``spde_coupling``, ``spde_w2_bound``, ``spde_observable``
+        ``observable``, and the controls of ``w2`` (NaN for N > w2_max_N): ``w2_iid`` (N iid
+        samples of ρ_T of this path, seed child ``(2, N)``, against the same nodes) and
+        ``w2_coarse``, ``w2_coarser`` (the particles against ρ_T on the rules with half and a
+        quarter of the nodes). Scalars: ``spde_coupling``, ``spde_w2_bound``, ``spde_observable``
         (SPDE error at lmax vs check_lmax), ``rho_negative_mass``, ``rho_negative_fraction``,
         ``rho_min`` (of ρ_T at the density nodes), ``spde_tail`` (spectral tail of ρ_T),
         ``w2_floor`` (quantisation estimate), ``kept_fraction`` (κ_σ(1)/κ(1)) and the wall
-        times ``spde_seconds``, ``particle_seconds``, ``coupling_seconds``, ``w2_seconds``.
+        times ``spde_seconds``, ``particle_seconds``, ``coupling_seconds``, ``w2_seconds``,
+        ``control_seconds``.
 
     Examples
     --------
@@ -98,6 +107,8 @@ def chaos_replica(params: dict, seed: np.random.SeedSequence) -> dict:
     from meanfield.particles import solve_particles
     from meanfield.spde import VonMisesFisher, solve_spde
     from meanfield.transport import density_moments, density_to_cloud, observable_errors, wasserstein
+
+    from ._controls import cell_density_sampler, difference_w2_bound
 
     sphere = int(params["sphere"])
     if sphere not in (1, 2):
@@ -128,11 +139,26 @@ def chaos_replica(params: dict, seed: np.random.SeedSequence) -> dict:
     vals_ref = ref.evaluate(n_steps, nodes)
     cloud = density_to_cloud(vals, nodes, weights, clip_negative=True)
     keep = cloud.weights > 0  # zero-weight nodes carry no mass; dropping them only shrinks the cost matrix
+    # grid check of W_2: the same particles against ρ_T on the rules with half and a quarter of the nodes
+    coarse_targets = []
+    for div in (2, 4):
+        n_c = max(cfg["density_nodes"] // div, 2)
+        nodes_c, weights_c = _density_nodes(d, n_c)
+        cloud_c = density_to_cloud(sol.evaluate(n_steps, nodes_c), nodes_c, weights_c, clip_negative=True)
+        keep_c = cloud_c.weights > 0
+        coarse_targets.append((cloud_c.points[keep_c], cloud_c.weights[keep_c] / cloud_c.weights[keep_c].sum()))
+    # iid control: exact samples of ρ_T on this path (S^1: the W_2 nodes; S^2: twice the latitudes)
+    sample_n = cfg["density_nodes"] * (1 if d == 2 else 2)
+    sample_vals = vals if d == 2 else sol.evaluate(n_steps, _density_nodes(d, sample_n)[0])
+    sample_rho_T = cell_density_sampler(d, sample_n, sample_vals)
 
     coupling = np.empty(len(Ns))
     w2 = np.full(len(Ns), np.nan)
+    w2_iid = np.full(len(Ns), np.nan)
+    w2_coarse = np.full(len(Ns), np.nan)
+    w2_coarser = np.full(len(Ns), np.nan)
     observable = np.empty(len(Ns))
-    t_part = t_coup = t_w2 = 0.0
+    t_part = t_coup = t_w2 = t_ctrl = 0.0
     xbar = x0 = None
     for k, N in enumerate(Ns):
         x0 = rho0.sample(N, seed=child(1, N))
@@ -146,8 +172,15 @@ def chaos_replica(params: dict, seed: np.random.SeedSequence) -> dict:
         coupling[k] = math.sqrt(np.mean(np.sum((xN - xbar) ** 2, axis=1)))
         observable[k] = float(np.max(observable_errors(xN, None, nodes, weights, vals, lmax=cfg["obs_lmax"])))
         if N <= cfg["w2_max_N"]:
-            w2[k] = wasserstein(xN, cloud.points[keep], None, cloud.weights[keep] / cloud.weights[keep].sum(), p=2)
-            t_w2 += time.perf_counter() - t2
+            target = (cloud.points[keep], cloud.weights[keep] / cloud.weights[keep].sum())
+            w2[k] = wasserstein(xN, target[0], None, target[1], p=2, max_exact=_W2_MAX_EXACT)
+            t3 = time.perf_counter()
+            t_w2 += t3 - t2
+            w2_coarse[k] = wasserstein(xN, coarse_targets[0][0], None, coarse_targets[0][1], p=2)
+            w2_coarser[k] = wasserstein(xN, coarse_targets[1][0], None, coarse_targets[1][1], p=2)
+            x_iid = sample_rho_T(N, np.random.default_rng(child(2, N)))
+            w2_iid[k] = wasserstein(x_iid, target[0], None, target[1], p=2, max_exact=_W2_MAX_EXACT)
+            t_ctrl += time.perf_counter() - t3
 
     # SPDE discretisation error: the same path and step at check_lmax
     xbar_ref = _mean_field_paths(x0, noise, ref, dt, n_steps)
@@ -157,8 +190,9 @@ def chaos_replica(params: dict, seed: np.random.SeedSequence) -> dict:
         cloud_ref = density_to_cloud(vals_ref, nodes, weights, clip_negative=True)
         spde_w2_bound = float(wasserstein(nodes, nodes, cloud.weights, cloud_ref.weights, p=2))
     else:
-        spde_w2_bound = _w2_bound_s2(sol.coeffs[n_steps], ref.coeffs[n_steps], cfg["lmax"], cfg["check_lmax"],
-                                     weights, vals, vals_ref)
+        spde_w2_bound = min(_w2_bound_s2(sol.coeffs[n_steps], ref.coeffs[n_steps], cfg["lmax"], cfg["check_lmax"],
+                                         weights, vals, vals_ref),
+                            difference_w2_bound(nodes, weights, vals, vals_ref))
     spde_observable = float(np.max(np.abs(density_moments(nodes, weights, vals, cfg["obs_lmax"])
                                           - density_moments(nodes, weights, vals_ref, cfg["obs_lmax"]))))
     return {
@@ -166,6 +200,9 @@ def chaos_replica(params: dict, seed: np.random.SeedSequence) -> dict:
         "coupling": coupling,
         "w2": w2,
         "observable": observable,
+        "w2_iid": w2_iid,
+        "w2_coarse": w2_coarse,
+        "w2_coarser": w2_coarser,
         "spde_coupling": spde_coupling,
         "spde_w2_bound": spde_w2_bound,
         "spde_observable": spde_observable,
@@ -179,6 +216,7 @@ def chaos_replica(params: dict, seed: np.random.SeedSequence) -> dict:
         "particle_seconds": t_part,
         "coupling_seconds": t_coup,
         "w2_seconds": t_w2,
+        "control_seconds": t_ctrl,
     }
 
 
@@ -201,7 +239,7 @@ def build(cfg: dict, root_seed: int = 0, parts=None) -> dict:
 
 def chaos_study(preset: str = "quick", spheres="both", *, replicas: int | None = None, root_seed: int = 0,
                 overrides: Mapping | None = None):
-    """Build the propagation-of-chaos :class:`~meanfield.runner.Study` (SPEC §9).
+    """Build the propagation-of-chaos :class:`~meanfield.runner.Study` (theory §9).
 
     Grid ``{"sphere": spheres}``, one task per (sphere, replica) running
     :func:`chaos_replica`; the fixed parameters hold the settings of *both* spheres of the

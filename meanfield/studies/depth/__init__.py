@@ -1,4 +1,4 @@
-"""Depth and width convergence of the discrete transformer to the limiting SDE (SPEC §9, Thm 1.1).
+"""Depth and width convergence of the discrete transformer to the limiting SDE (theory §9, Thm 1.1).
 
 Three measurements, all with softmax attention (Q = K = V = I) and ReLU MLP noise:
 
@@ -12,7 +12,7 @@ Three measurements, all with softmax attention (Q = K = V = I) and ReLU MLP nois
    averaged over replicas (paths and initial clouds). Each layer is one projected Euler
    step x <- Π(x + α1 A + ΔW(x)) with the field evaluated at the current point only: the
    Milstein terms (σ_k·∇)σ_j ΔB_k ΔB_j, whose off-diagonal part involves Lévy areas, are
-   missing and the noise of SPEC §3 is not commutative, so the scheme has strong order
+   missing and the noise of theory §3 is not commutative, so the scheme has strong order
    1/2 and the theory slope is **-1/2** in L. Because the coarse and fine errors are
    nearly orthogonal martingale sums, E|X_L - X_ref|² ≈ C (T/L - T/2^k): the reference
    step biases the slope by a relative O(L/2^k) only.
@@ -23,7 +23,7 @@ Three measurements, all with softmax attention (Q = K = V = I) and ReLU MLP nois
 2. **Error in law in the width m at fixed L.** A fixed small cloud x0 (N tokens on S^1)
    goes through ``n_draws`` independent weight draws of finite-width MLP layers and
    through as many Gaussian-field layers (the m -> ∞ limit). Every layer field has the
-   exact covariance α2² κ for every m (SPEC §2); the difference is non-Gaussianity:
+   exact covariance α2² κ for every m (theory §2); the difference is non-Gaussianity:
    conditionally on (W, b) the field is Gaussian with the empirical kernel
    (1/m) Σ_k h_k(x) h_k(y), so its excess kurtosis is O(1/m). Per layer this moves
    expectations by O(α2⁴/m) = O(T²/(L² m)); over L layers by O(T²/(L m)). Theory slope in

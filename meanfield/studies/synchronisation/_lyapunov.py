@@ -125,7 +125,7 @@ def lyapunov_estimate(
     width: int = 256,
     seed=0,
 ) -> LyapunovEstimate:
-    """Top Lyapunov exponent of the pure-noise flow from pairs of nearby tokens (SPEC §5.4).
+    """Top Lyapunov exponent of the pure-noise flow from pairs of nearby tokens (theory §5.4).
 
     Each replica draws one noise source and ``n_pairs`` pairs (x, y) at geodesic distance
     ε (x uniform, the direction uniform in the tangent space). The pairs follow the

@@ -148,12 +148,12 @@ def signed_gap_energy(x, w, beta: float) -> tuple[float, float]:
 
 
 def spde_energy_task(params: dict, seed: np.random.SeedSequence) -> dict:
-    """E_β and the variance along an SPDE run (push-forward scheme, SPEC §6(b)) and along N particles
+    """E_β and the variance along an SPDE run (push-forward scheme, theory §6(b)) and along N particles
     drawn from the same initial density on the same noise path and time step.
 
     Params: ``d`` (3), ``beta``, ``lmax`` (state), ``noise_lmax``, ``dt``, ``T``, ``save_every``, ``N``,
     ``kappa0`` (von Mises–Fisher concentration of ρ_0 about the north pole), ``activation``.
-    If the SPDE becomes unresolved (the density concentrates: SPEC §6) the curves stop at
+    If the SPDE becomes unresolved (the density concentrates: theory §6) the curves stop at
     the last resolved time, recorded in ``t_resolved``.
 
     Returns
