@@ -368,6 +368,7 @@ def child_seed(parent, *keys) -> np.random.SeedSequence:
     Examples
     --------
     >>> study_seed = child_seed(7, {"params": {"N": 64}, "replica": 0})
+    >>> from meanfield.runner._tasks import spawn_key
     >>> study_seed.spawn_key == spawn_key({"N": 64}, 0)
     True
     >>> noise = np.random.default_rng(child_seed(study_seed, "noise"))

@@ -22,6 +22,7 @@ def sphere_area(d: int) -> float:
 
     Examples
     --------
+    >>> import math
     >>> round(sphere_area(3) / math.pi, 12)
     4.0
     """
