@@ -97,3 +97,26 @@ def test_dimension_and_degree_are_validated_once():
         basis(3, 5000)
     with pytest.raises(ValueError, match="lmax must be >= 0"):
         basis(2, -1)
+
+
+@pytest.mark.parametrize("d", supported_dimensions())
+def test_hessian_at_points_is_the_derivative_of_the_gradient(d):
+    """hessian_at: value and gradient as evaluate/gradient_at; H ξ = D(∇f)ξ projected on the tangent plane."""
+    b = basis(d, 8)
+    rng = np.random.default_rng(4)
+    c = b.from_real(rng.standard_normal(b.n_real))
+    x = sample_uniform(15, d, rng)
+    val, grad, H = b.hessian_at(c, x)
+    assert np.abs(val - b.evaluate(c, x)).max() < 1e-12
+    assert np.abs(grad - b.gradient_at(c, x)).max() < 1e-12
+    assert np.abs(H - np.transpose(H, (0, 2, 1))).max() < 1e-10  # symmetric
+    assert np.abs(np.einsum("nij,ni->nj", H, x)).max() < 1e-10  # acts on the tangent plane
+    h = 1e-5
+    for _ in range(3):
+        e = rng.standard_normal((15, d))
+        e -= np.einsum("ij,ij->i", e, x)[:, None] * x
+        e /= np.linalg.norm(e, axis=1, keepdims=True)
+        dg = (b.gradient_at(c, project(x + h * e)) - b.gradient_at(c, project(x - h * e))) / (2 * h)
+        # covariant derivative: tangent part of the ambient derivative of the tangent field ∇f
+        dg -= np.einsum("ij,ij->i", dg, x)[:, None] * x
+        assert np.abs(dg - np.einsum("nij,nj->ni", H, e)).max() < 1e-6

@@ -29,13 +29,11 @@ truncation error that the degree is chosen to keep below ``tol``.
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
-from .._threads import default_threads
 from ..attention import attention_eigenvalues
-from ..attention_spectral import DUCC_EPS_MIN, SpectralAttention, _s2_loc, _s2_tangent
+from ..attention_spectral import DUCC_EPS_MIN, SpectralAttention
 from ..sphere import basis
 
 __all__: list[str] = []
@@ -97,122 +95,6 @@ def project_points(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 # ----------------------------------------------------------------------------------------
 
 
-class Backend:
-    """Harmonic transforms at scattered points on S^1 (real Fourier, direct) or S^2 (ducc0).
-
-    Coefficient layout: S^2 ducc0 complex alm (healpy packing), S^1 real Fourier in the order
-    of :func:`meanfield.harmonics.real_basis`.
-    """
-
-    def __init__(self, d: int, eps: float):
-        self.d, self.eps, self.nthreads = d, max(eps, DUCC_EPS_MIN), default_threads()
-
-    def ell(self, lmax: int) -> np.ndarray:
-        if self.d == 2:
-            return np.concatenate([[0], np.repeat(np.arange(1, lmax + 1), 2)])
-        return np.concatenate([np.arange(m, lmax + 1) for m in range(lmax + 1)])
-
-    # S^1 helpers: cos kθ, sin kθ for k = 1..L, blocked so memory stays O(block · L)
-    @staticmethod
-    def _trig(x: np.ndarray, lmax: int):
-        th = np.arctan2(x[:, 1], x[:, 0])
-        k = np.arange(1, lmax + 1)
-        kt = np.outer(th, k)
-        return np.cos(kt), np.sin(kt), k
-
-    def adjoint(self, w: np.ndarray, x: np.ndarray, lmax: int) -> np.ndarray:
-        """Σ_q w[c, q] conj(Y_lm(x_q)) for each row c of w (K, N); returns (K, n_coeffs)."""
-        if self.d == 2:
-            out = np.zeros((w.shape[0], 2 * lmax + 1))
-            out[:, 0] = w.sum(axis=1) / math.sqrt(2 * math.pi)
-            block = max(1, 2**20 // max(lmax, 1))
-            for s in range(0, x.shape[0], block):
-                c, sn, _ = self._trig(x[s : s + block], lmax)
-                wb = w[:, s : s + block]
-                out[:, 1::2] += wb @ c / math.sqrt(math.pi)
-                out[:, 2::2] += wb @ sn / math.sqrt(math.pi)
-            return out
-        import ducc0
-
-        loc, _ = _s2_loc(x)
-        return np.stack([
-            ducc0.sht.experimental.adjoint_synthesis_general(
-                map=np.ascontiguousarray(wr[None]), spin=0, lmax=lmax, loc=loc, epsilon=self.eps,
-                nthreads=self.nthreads)[0]
-            for wr in w])
-
-    def synth(self, coeffs: np.ndarray, x: np.ndarray, lmax: int, grad: bool = True):
-        """Values (K, N) and ambient surface gradients (K, N, d) of K fields at points x (N, d)."""
-        K, n = coeffs.shape[0], x.shape[0]
-        vals = np.empty((K, n))
-        grads = np.empty((K, n, self.d)) if grad else None
-        if self.d == 2:
-            block = max(1, 2**20 // max(lmax, 1))
-            for s in range(0, n, block):
-                xb = x[s : s + block]
-                c, sn, k = self._trig(xb, lmax)
-                a, b = coeffs[:, 1::2] / math.sqrt(math.pi), coeffs[:, 2::2] / math.sqrt(math.pi)
-                vals[:, s : s + block] = coeffs[:, :1] / math.sqrt(2 * math.pi) + a @ c.T + b @ sn.T
-                if grad:
-                    dth = (b * k) @ c.T - (a * k) @ sn.T
-                    grads[:, s : s + block, 0] = -dth * xb[:, 1]
-                    grads[:, s : s + block, 1] = dth * xb[:, 0]
-            return vals, grads
-        import ducc0
-
-        loc, r = _s2_loc(x)
-        for i in range(K):
-            alm = np.ascontiguousarray(coeffs[i : i + 1])
-            vals[i] = ducc0.sht.synthesis_general(alm=alm, spin=0, lmax=lmax, loc=loc, epsilon=self.eps,
-                                                  nthreads=self.nthreads)[0]
-            if grad:
-                g = ducc0.sht.synthesis_general(alm=alm, spin=1, lmax=lmax, loc=loc, epsilon=self.eps,
-                                                nthreads=self.nthreads, mode="DERIV1")
-                grads[i] = _s2_tangent(x, r, g[0], g[1])
-        return vals, grads
-
-
-    def synth_hessian(self, coeffs: np.ndarray, x: np.ndarray, lmax: int):
-        """Value (N,), ambient surface gradient (N, d) and covariant Hessian as a tangent operator (N, d, d)
-        of ONE field with coefficients ``coeffs`` (n_coeffs,).
-
-        S^2: the Hessian in the (e_θ, e_φ) frame comes from the Laplacian (spin 0, -l(l+1) a_lm)
-        and one spin-2 synthesis of E = sqrt((l-1) l (l+1) (l+2)) a_lm, which gives
-        Q = -(H_θθ - H_φφ), U = -2 H_θφ (ducc0 0.42 conventions, checked against the
-        derivative of the gradient to 1e-12). S^1: f'' e e^T.
-        """
-        if self.d == 2:
-            n = x.shape[0]
-            vals, grads = self.synth(coeffs[None], x, lmax)
-            k = np.concatenate([[0], np.repeat(np.arange(1, lmax + 1), 2)]).astype(float)
-            f2, _ = self.synth((-(k**2) * coeffs)[None], x, lmax, grad=False)
-            e = np.stack([-x[:, 1], x[:, 0]], axis=1)
-            return vals[0], grads[0], f2[0][:, None, None] * e[:, :, None] * e[:, None, :]
-        import ducc0
-
-        loc, r = _s2_loc(x)
-        ell = self.ell(lmax).astype(float)
-        alm = np.ascontiguousarray(coeffs[None])
-        kw = dict(lmax=lmax, loc=loc, epsilon=self.eps, nthreads=self.nthreads)
-        val = ducc0.sht.synthesis_general(alm=alm, spin=0, **kw)[0]
-        g = ducc0.sht.synthesis_general(alm=alm, spin=1, mode="DERIV1", **kw)
-        lap = ducc0.sht.synthesis_general(alm=(-ell * (ell + 1) * coeffs)[None], spin=0, **kw)[0]
-        if lmax >= 2:
-            e2 = np.sqrt(np.maximum((ell - 1) * ell * (ell + 1) * (ell + 2), 0.0)) * coeffs
-            qu = ducc0.sht.synthesis_general(alm=np.stack([e2, np.zeros_like(e2)]), spin=2, **kw)
-        else:
-            qu = np.zeros((2, x.shape[0]))
-        one, zero = np.ones(x.shape[0]), np.zeros(x.shape[0])
-        et, ep = _s2_tangent(x, r, one, zero), _s2_tangent(x, r, zero, one)
-        htt, hpp, htp = 0.5 * (lap - qu[0]), 0.5 * (lap + qu[0]), -0.5 * qu[1]
-        # H = E h E^T with E = [e_θ, e_φ] and h the 2 x 2 frame Hessian
-        Eh0 = htt[:, None] * et + htp[:, None] * ep
-        Eh1 = htp[:, None] * et + hpp[:, None] * ep
-        H = Eh0[:, :, None] * et[:, None, :]
-        H += Eh1[:, :, None] * ep[:, None, :]
-        return val, g[0][:, None] * et + g[1][:, None] * ep, H
-
-
 # ----------------------------------------------------------------------------------------
 # attention
 # ----------------------------------------------------------------------------------------
@@ -228,8 +110,8 @@ class Attention:
         # step are also evaluated away from the nodes (backward characteristics, new nodes)
         self.lmax = max(int(sa.lmax), 2)  # ducc0 needs lmax >= spin (1 for gradients, 2 for Hessians)
         self.eps = float(sa.epsilon)
-        self.backend = Backend(d, self.eps)
-        self.lam = attention_eigenvalues(d, beta, self.lmax)[self.backend.ell(self.lmax)]
+        self.basis = basis(d, self.lmax)
+        self.lam = attention_eigenvalues(d, beta, self.lmax)[self.basis.ell]
         # V = I and β > 0: v = ∇_S log G / β needs G alone (β = 0 has no gradient: use N / G)
         self.identity = V is None and beta > 0
 
@@ -237,13 +119,13 @@ class Attention:
         """Rows [G, N_1, ..., N_d] (already times e^{-β} λ_l), shape (d + 1, n_coeffs); only [G] when V = I, β > 0."""
         w = masses / masses.sum()
         rows = w[None] if self.identity else np.concatenate([w[None], (w[:, None] * x).T], axis=0)
-        return self.backend.adjoint(rows, x, self.lmax) * self.lam
+        return self.basis.adjoint_rows(rows, x, epsilon=self.eps) * self.lam
 
     def evaluate(self, coeffs: np.ndarray, x: np.ndarray, jac: bool = True):
         """v(x) (N, d) and, if ``jac``, the matrix of ξ -> Dv(x) ξ (N, d, d)."""
         if self.identity:
             return self._evaluate_identity(coeffs[0], x, jac)
-        vals, grads = self.backend.synth(coeffs, x, self.lmax, grad=jac)
+        vals, grads = self.basis.synth_rows(coeffs, x, grad=jac, epsilon=self.eps)
         G, Nv = vals[0], vals[1:].T  # (N,), (N, d)
         A = Nv / G[:, None]
         if self.V is not None:
@@ -265,9 +147,9 @@ class Attention:
         """V = I: v = ∇G / (βG), Dv ξ = Hξ/(βG) - ∇G (∇G·ξ)/(βG²) - x (v·ξ) (H the covariant Hessian):
         one adjoint and four syntheses per step instead of 4 + 8 for general V."""
         if not jac:
-            vals, grads = self.backend.synth(g[None], x, self.lmax)
+            vals, grads = self.basis.synth_rows(g[None], x, epsilon=self.eps)
             return grads[0] / (self.beta * vals[0])[:, None], None
-        G, gG, H = self.backend.synth_hessian(g, x, self.lmax)
+        G, gG, H = self.basis.hessian_at(g, x, epsilon=self.eps)
         bG = self.beta * G
         v = gG / bG[:, None]
         Dv = H / bG[:, None, None] - gG[:, :, None] * gG[:, None, :] / (bG * G)[:, None, None]
@@ -300,15 +182,16 @@ class NoiseStep:
         elif field.coeffs is not None and field.lmax is not None:
             self.kind = "spectral"
             self.lmax = int(field.lmax)
-            self.coeffs = basis(d, self.lmax).from_real(field.coeffs)
-            self.backend = Backend(d, eps)
+            self.basis = basis(d, self.lmax)
+            self.coeffs = self.basis.from_real(field.coeffs)
+            self.eps = max(eps, DUCC_EPS_MIN)
         elif field.omega is not None:
             self.kind = "linear"
             self.omega = np.asarray(field.omega, dtype=np.float64)
 
     def evaluate(self, x: np.ndarray, jac: bool = True):
         if self.kind == "spectral":
-            vals, grads = self.backend.synth(self.coeffs, x, self.lmax, grad=jac)
+            vals, grads = self.basis.synth_rows(self.coeffs, x, grad=jac, epsilon=self.eps)
             return vals.T, (np.transpose(grads, (1, 0, 2)) if jac else None)
         if self.kind == "linear":
             return x @ self.omega.T, (np.broadcast_to(self.omega, (x.shape[0], self.d, self.d)) if jac else None)

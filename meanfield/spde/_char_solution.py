@@ -6,10 +6,10 @@ import math
 
 import numpy as np
 
-from ._char_maps import Backend, invert_step
+from ._char_maps import invert_step
 from .._validate import as_float, as_int
 from ..sphere import basis
-from ..harmonics import alm_to_real, degrees, harmonic_dimension, real_basis, sphere_area
+from ..harmonics import degrees, harmonic_dimension, real_basis, sphere_area
 
 __all__ = ["CharacteristicsError", "CharacteristicsSolution"]
 
@@ -150,7 +150,8 @@ class CharacteristicsSolution:
             for s in range(0, x.shape[0], block):
                 out = out + m[s : s + block] @ real_basis(self.d, lmax, x[s : s + block])
             return np.asarray(out)
-        return alm_to_real(Backend(3, 2e-13).adjoint(m[None], x, lmax)[0], lmax)
+        b = basis(self.d, lmax)
+        return b.to_real(b.adjoint(m, x, epsilon=2e-13))
 
     def moments(self, i: int, lmax: int = 4) -> np.ndarray:
         """Real harmonic coefficients up to degree ``lmax`` (default 4); see :meth:`real_coefficients`."""

@@ -153,14 +153,14 @@ class CircleBasis(Basis):
             out[s : s + block] = fourier_basis(self.lmax, x[s : s + block]) @ c
         return out
 
-    def adjoint(self, values: np.ndarray, x: np.ndarray) -> np.ndarray:
+    def adjoint(self, values: np.ndarray, x: np.ndarray, *, epsilon: float | None = None) -> np.ndarray:
         if self._nufft(x.shape[0]):
             import ducc0
 
             L = self.lmax
             ck = np.empty(2 * L + 1, dtype=np.complex128)  # Σ_q v_q e^{-ikθ_q}, k = -L..L
             ducc0.nufft.nu2u(points=values.astype(np.complex128), coord=_theta(x)[:, None], forward=True,
-                             epsilon=_NUFFT_EPS, nthreads=_nufft_threads(x.shape[0]), out=ck)
+                             epsilon=epsilon or _NUFFT_EPS, nthreads=_nufft_threads(x.shape[0]), out=ck)
             out = np.empty(self.n_state)
             pos = ck[L + 1 :]
             out[1::2] = pos.real / math.sqrt(math.pi)
@@ -178,6 +178,13 @@ class CircleBasis(Basis):
         if self._nufft(x.shape[0]):
             return self.evaluate(ddtheta(c, self.lmax), x, epsilon=epsilon)[:, None] * _tangent(x)
         return (fourier_basis(self.lmax, x) @ ddtheta(c, self.lmax))[:, None] * _tangent(x)
+
+    def hessian_at(self, c: np.ndarray, x: np.ndarray, *, epsilon: float | None = None):
+        # on S^1 the covariant Hessian is f''(θ) e e^T, and f'' has coefficients -k^2 c
+        f2 = self.evaluate(-(self.ell.astype(float) ** 2) * c, x, epsilon=epsilon)
+        e = _tangent(x)
+        return (self.evaluate(c, x, epsilon=epsilon), self.gradient_at(c, x, epsilon=epsilon),
+                f2[:, None, None] * e[:, :, None] * e[:, None, :])
 
     def grid(self, n: int | None = None) -> "CircleGrid":
         return CircleGrid(self, n)

@@ -116,6 +116,33 @@ class S2Basis(Basis):
                                          nthreads=default_threads(), mode="DERIV1")
         return pts.tangent(gr[0], gr[1])
 
+    def hessian_at(self, c, x, *, epsilon=None):
+        # In the (e_θ, e_φ) frame the Hessian follows from the Laplacian (spin 0, -l(l+1) a_lm) and
+        # one spin-2 synthesis of E = sqrt((l-1) l (l+1) (l+2)) a_lm, which gives Q = -(H_θθ - H_φφ),
+        # U = -2 H_θφ (ducc0 conventions, checked against the derivative of the gradient).
+        pts = s2_points(x)
+        ell = self.ell.astype(float)
+        kw = dict(lmax=self.lmax, loc=pts.loc, epsilon=epsilon or NUFFT_EPS, nthreads=default_threads())
+        alm = np.ascontiguousarray(c[None])
+        val = ducc0.sht.synthesis_general(alm=alm, spin=0, **kw)[0]
+        g = ducc0.sht.synthesis_general(alm=alm, spin=1, mode="DERIV1", **kw)
+        lap = ducc0.sht.synthesis_general(alm=(-ell * (ell + 1) * c)[None], spin=0, **kw)[0]
+        n = pts.loc.shape[0]
+        if self.lmax >= 2:
+            e2 = np.sqrt(np.maximum((ell - 1) * ell * (ell + 1) * (ell + 2), 0.0)) * c
+            qu = ducc0.sht.synthesis_general(alm=np.stack([e2, np.zeros_like(e2)]), spin=2, **kw)
+        else:
+            qu = np.zeros((2, n))
+        one, zero = np.ones(n), np.zeros(n)
+        et, ep = pts.tangent(one, zero), pts.tangent(zero, one)
+        htt, hpp, htp = 0.5 * (lap - qu[0]), 0.5 * (lap + qu[0]), -0.5 * qu[1]
+        # H = E h E^T with E = [e_θ, e_φ] and h the 2 x 2 frame Hessian
+        eh0 = htt[:, None] * et + htp[:, None] * ep
+        eh1 = htp[:, None] * et + hpp[:, None] * ep
+        H = eh0[:, :, None] * et[:, None, :]
+        H += eh1[:, :, None] * ep[:, None, :]
+        return val, g[0][:, None] * et + g[1][:, None] * ep, H
+
     def grid(self, n: int | None = None) -> "S2Grid":
         return S2Grid(self, n)
 

@@ -258,7 +258,7 @@ class Basis(abc.ABC):
         """
 
     @abc.abstractmethod
-    def adjoint(self, values: np.ndarray, x: np.ndarray) -> np.ndarray:
+    def adjoint(self, values: np.ndarray, x: np.ndarray, *, epsilon: float | None = None) -> np.ndarray:
         """Σ_q values_q conj(Y(x_q)) in the state layout: the weak form of a weighted point cloud.
 
         The degree-0 entry is formed by the exact sum, so the mass Σ_q values_q is kept
@@ -268,6 +268,24 @@ class Basis(abc.ABC):
     @abc.abstractmethod
     def gradient_at(self, c: np.ndarray, x: np.ndarray, *, epsilon: float | None = None) -> np.ndarray:
         """Ambient tangent vectors ∇_S f(x), shape (N, d), of the field with state coefficients c."""
+
+    @abc.abstractmethod
+    def hessian_at(self, c: np.ndarray, x: np.ndarray, *, epsilon: float | None = None):
+        """Value (N,), ambient surface gradient (N, d) and covariant Hessian as a tangent operator
+        (N, d, d) of the field with state coefficients c at unit vectors x (N, d)."""
+
+    def synth_rows(self, coeffs: np.ndarray, x: np.ndarray, *, grad: bool = True, epsilon: float | None = None):
+        """Values (K, N) and, with ``grad``, ambient surface gradients (K, N, d) of K fields (K, n_state)."""
+        pts = self.points(x)
+        vals = np.stack([self.evaluate(c, pts, epsilon=epsilon) for c in coeffs])
+        if not grad:
+            return vals, None
+        return vals, np.stack([self.gradient_at(c, pts, epsilon=epsilon) for c in coeffs])
+
+    def adjoint_rows(self, values: np.ndarray, x: np.ndarray, *, epsilon: float | None = None) -> np.ndarray:
+        """:meth:`adjoint` of each row of ``values`` (K, N): shape (K, n_state)."""
+        pts = self.points(x)
+        return np.stack([self.adjoint(v, pts, epsilon=epsilon) for v in values])
 
     # -- grids -------------------------------------------------------------------------
     @abc.abstractmethod
