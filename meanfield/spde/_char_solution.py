@@ -9,7 +9,7 @@ import numpy as np
 from ._char_maps import invert_step
 from .._validate import as_float, as_int
 from ..sphere import basis
-from ..harmonics import degrees, harmonic_dimension, real_basis, sphere_area
+from ..harmonics import degrees, harmonic_dimension, sphere_area
 
 __all__ = ["CharacteristicsError", "CharacteristicsSolution"]
 
@@ -144,13 +144,13 @@ class CharacteristicsSolution:
         """
         lmax = as_int(self._degree(lmax), "lmax", min_value=0)
         m, x = self.masses(i), self.positions(i)
-        if lmax <= DIRECT_MOMENT_LMAX or self.d == 2:
-            out = 0.0
-            block = max(1, 2**22 // ((lmax + 1) ** 2))
-            for s in range(0, x.shape[0], block):
-                out = out + m[s : s + block] @ real_basis(self.d, lmax, x[s : s + block])
-            return np.asarray(out)
         b = basis(self.d, lmax)
+        if lmax <= DIRECT_MOMENT_LMAX or not b.fast_transforms:
+            out = 0.0
+            block = max(1, 2**22 // b.n_real)
+            for s in range(0, x.shape[0], block):
+                out = out + m[s : s + block] @ b.real_basis(x[s : s + block])
+            return np.asarray(out)
         return b.to_real(b.adjoint(m, x, epsilon=2e-13))
 
     def moments(self, i: int, lmax: int = 4) -> np.ndarray:
