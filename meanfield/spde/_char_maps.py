@@ -33,9 +33,10 @@ import math
 
 import numpy as np
 
+from .._attention_transforms import DUCC_EPS_MIN, _s2_loc, _s2_tangent
 from .._threads import default_threads
 from ..attention import attention_eigenvalues
-from ..attention_spectral import DUCC_EPS_MIN, SpectralAttention, _s2_loc, _s2_tangent
+from ..attention_spectral import SpectralAttention
 from ..sphere import basis
 
 __all__: list[str] = []
