@@ -15,6 +15,9 @@ import argparse
 import importlib
 import sys
 
+from meanfield import __version__
+from meanfield.spde import SPDEResolutionError
+
 from ._common import (
     EXIT_CODES_HELP,
     EXIT_FILESYSTEM,
@@ -31,8 +34,6 @@ SUBCOMMANDS: tuple[str, ...] = ("demo", "spde", "chaos", "depth", "sync")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from meanfield import __version__
-
     parser = argparse.ArgumentParser(
         prog="meanfield",
         description="Stochastic mean-field theory of deep transformers. Run 'meanfield COMMAND --help' for the "
@@ -75,7 +76,6 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - an unresolved SPDE, or a bug: one line, not a traceback
-        from meanfield.spde import SPDEResolutionError
 
         if isinstance(exc, SPDEResolutionError):
             print(f"{prefix} {exc}", file=sys.stderr)

@@ -12,6 +12,9 @@ import platform
 import sys
 import time
 
+from meanfield import __version__
+from meanfield.studies._common import run_parts
+
 from ._common import (
     EXIT_CODES_HELP,
     EXIT_FAILED_TASKS,
@@ -44,8 +47,6 @@ def study_parser(subparsers, name: str, *, help: str, description: str, presets,
 
 
 def _machine() -> str:
-    from meanfield import __version__
-
     return (f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores, Python "
             f"{platform.python_version()}, meanfield {__version__}")
 
@@ -59,8 +60,6 @@ def run_study_command(args, study, cfg: dict, *, parts=None, substores: bool = T
     failures; if the outputs cannot be written after computing, the report is pickled to a
     fallback file named in the message.
     """
-    from meanfield.studies._common import run_parts
-
     out = check_output_dir(args.out)
     if args.store is not None:
         check_output_dir(args.store, "cannot create the result store")

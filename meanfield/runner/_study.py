@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from meanfield import __version__
 from meanfield._validate import as_int
 from meanfield.runner._tasks import (
     REPLICA,
@@ -190,8 +191,6 @@ class Study:
         >>> study.manifest()["task"]  # doctest: +SKIP
         'mymodule:task'
         """
-        from meanfield import __version__
-
         return {
             "name": self.name,
             "task": self.function_id,

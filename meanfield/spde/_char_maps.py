@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import math
 
+import ducc0
 import numpy as np
+from scipy.linalg import expm
 
 from .._attention_transforms import DUCC_EPS_MIN, _s2_loc, _s2_tangent
 from .._threads import default_threads
@@ -133,7 +135,6 @@ class Backend:
                 out[:, 1::2] += wb @ c / math.sqrt(math.pi)
                 out[:, 2::2] += wb @ sn / math.sqrt(math.pi)
             return out
-        import ducc0
 
         loc, _ = _s2_loc(x)
         return np.stack([
@@ -159,7 +160,6 @@ class Backend:
                     grads[:, s : s + block, 0] = -dth * xb[:, 1]
                     grads[:, s : s + block, 1] = dth * xb[:, 0]
             return vals, grads
-        import ducc0
 
         loc, r = _s2_loc(x)
         for i in range(K):
@@ -189,7 +189,6 @@ class Backend:
             f2, _ = self.synth((-(k**2) * coeffs)[None], x, lmax, grad=False)
             e = np.stack([-x[:, 1], x[:, 0]], axis=1)
             return vals[0], grads[0], f2[0][:, None, None] * e[:, :, None] * e[:, None, :]
-        import ducc0
 
         loc, r = _s2_loc(x)
         ell = self.ell(lmax).astype(float)
@@ -294,8 +293,6 @@ class NoiseStep:
         self.kind = "generic"
         self.R = None
         if flow:
-            from scipy.linalg import expm
-
             self.kind = "flow"
             self.R = expm(field.omega)
         elif field.coeffs is not None and field.lmax is not None:
