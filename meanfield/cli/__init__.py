@@ -15,7 +15,7 @@ import argparse
 import importlib
 import sys
 
-from meanfield import __version__
+import meanfield
 from meanfield.spde import SPDEResolutionError
 
 from ._common import (
@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXIT_CODES_HELP,
         formatter_class=HelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"meanfield {__version__}")
+    parser.add_argument("--version", action="version", version=f"meanfield {meanfield.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
         importlib.import_module(f"meanfield.cli.{name}").register(sub)

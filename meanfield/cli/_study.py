@@ -12,8 +12,8 @@ import platform
 import sys
 import time
 
-from meanfield import __version__
-from meanfield.studies._common import run_parts
+import meanfield
+from meanfield.studies import _common as study_common
 
 from ._common import (
     EXIT_CODES_HELP,
@@ -48,7 +48,7 @@ def study_parser(subparsers, name: str, *, help: str, description: str, presets,
 
 def _machine() -> str:
     return (f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores, Python "
-            f"{platform.python_version()}, meanfield {__version__}")
+            f"{platform.python_version()}, meanfield {meanfield.__version__}")
 
 
 def run_study_command(args, study, cfg: dict, *, parts=None, substores: bool = True,
@@ -69,7 +69,8 @@ def run_study_command(args, study, cfg: dict, *, parts=None, substores: bool = T
     store = execution.pop("store")
     start = time.perf_counter()
     try:
-        results, seconds = run_parts(studies, store=store, substores=substores, raise_on_failure=False, **execution)
+        # looked up when called, so that a test can stand in for the computation
+        results, seconds = study_common.run_parts(studies, store=store, substores=substores, raise_on_failure=False, **execution)
     except OSError as exc:
         if args.scheduler is not None and not getattr(exc, "filename", None):
             raise CommandError(f"lost the Dask scheduler {args.scheduler!r}: {exc}", EXIT_SCHEDULER) from None

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from meanfield import __version__
+import meanfield
 from meanfield._validate import as_int
 from meanfield.runner._tasks import (
     REPLICA,
@@ -199,7 +199,7 @@ class Study:
             "replicas": self.replicas,
             "root_seed": self.root_seed,
             "seed_by": self.seed_by,
-            "version": __version__,
+            "version": meanfield.__version__,  # read when called (tests patch it)
         }
 
 

@@ -6,7 +6,8 @@ import time as _time
 
 import numpy as np
 
-from .. import __version__
+import meanfield
+
 from .._validate import as_beta, as_bool, as_float, as_int, as_matrix
 from ..attention import required_degree
 from ..noise import check_noise
@@ -311,7 +312,7 @@ def solve_spde(
         "V": None if V is None else V.tolist(), "rho0": rho0_desc,
         "noise": {"type": None} if noise is None else noise.describe(),
         "grid": grid.describe(),
-        "version": __version__,
+        "version": meanfield.__version__,
     }
     saved_t: list[float] = []
     saved_c: list[np.ndarray] = []
