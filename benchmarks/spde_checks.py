@@ -1,6 +1,6 @@
 """Measured numbers of the SPDE checks of the test suite (theory §5.2, §5.5, §5.6, §6).
 
-The tests in ``tests/test_spde.py`` assert tolerances; this script runs the same
+The tests in ``tests/spde/test_spde.py`` assert tolerances; this script runs the same
 configurations and prints the measured values quoted in the validation report
 (``docs/validation.rst``). Run from the repository root:
 

@@ -126,8 +126,6 @@ def funk_hecke_cost(lmax: int, n_panels: int | None = None) -> float:
 
 def _largest_lmax(n_panels: int | None) -> int:
     """Largest lmax whose Funk–Hecke quadrature fits the cost limit (with ``n_panels`` fixed or default)."""
-    from . import _validate
-
     lo, hi = 0, 1
     while funk_hecke_cost(hi, n_panels) <= _validate.COST_LIMIT_SECONDS and hi < 2**40:
         lo, hi = hi, 2 * hi

@@ -30,6 +30,7 @@ without touching the steppers.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -38,6 +39,7 @@ import numpy as np
 from . import _validate
 from ._validate import as_beta, as_bool, as_float, as_int, as_matrix, as_points, as_real_array, as_times, check_cost
 from .attention import DEFAULT_BLOCK, softmax_attention
+from .attention_spectral import select_velocity
 from .noise import check_noise
 from .noise._path import FieldIncrement
 from .sphere import project, tangent_project
@@ -144,8 +146,6 @@ def _off_velocity(d, beta, Q, K, V, block, **options):
 
 def _spectral_builder(requested: str):
     def build(d, beta, Q, K, V, block, *, N=None, tol=1e-10, nthreads=None):
-        from .attention_spectral import select_velocity
-
         fn, info = select_velocity(requested, d, beta, Q=Q, K=K, V=V, N=N, tol=tol, block=block, nthreads=nthreads)
         # the steppers pass validated unit tokens (check=False skips re-validating them every step);
         # the evaluator's method is the one chosen
@@ -370,8 +370,6 @@ def solve_particles(
     >>> sol.x.shape
     (3, 2, 3)
     """
-    import time
-
     progress = as_bool(progress, "progress")
     if isinstance(attention, (bool, np.bool_)):
         attention = "auto" if attention else "off"

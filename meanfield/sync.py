@@ -169,6 +169,7 @@ def __getattr__(name: str):
     # the Lyapunov estimator runs simulations and lives with the synchronisation study;
     # it stays importable from here under its former path
     if name in ("LyapunovEstimate", "lyapunov_estimate"):
+        # lazy: import cycle with meanfield.studies.synchronisation (its tasks use this module)
         from .studies.synchronisation import _lyapunov
 
         return getattr(_lyapunov, name)

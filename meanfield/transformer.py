@@ -28,9 +28,10 @@ from . import _validate
 from ._validate import as_beta, as_bool, as_float, as_int, as_matrix, as_points, as_rng, check_cost
 from .attention import DEFAULT_BLOCK, softmax_attention
 from .kernels import ActivationKernel
-from .noise import check_noise
+from .noise import NoisePath, check_noise
+from .noise._path import _largest_lmax, noise_path_cost
 from .particles import NonFiniteError
-from .sphere import project, supported_dimensions
+from .sphere import basis, project, supported_dimensions
 from .trajectory import Trajectory
 
 __all__ = ["Transformer", "TransformerResult"]
@@ -116,8 +117,6 @@ class Transformer:
                              f"(NoisePath exists for d in {supported_dimensions()}), or use a finite width")
         elif self.width is None:
             # the default noise path is built by run(): refuse a degree it cannot build now, not then
-            from .noise._path import _largest_lmax, noise_path_cost
-            from .sphere import basis
 
             largest = _largest_lmax(self.d, False, 40, type(basis(self.d, 0)).max_lmax)
             if self.lmax > largest:
@@ -215,7 +214,6 @@ class Transformer:
     def _noise_for_run(self, seed):
         if self.noise is not None:
             return self.noise
-        from .noise import NoisePath
 
         return NoisePath(self.kernel, self.d, self.lmax, seed=0 if seed is None else seed, t_max=self.T)
 

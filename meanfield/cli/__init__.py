@@ -15,6 +15,9 @@ import argparse
 import importlib
 import sys
 
+import meanfield
+from meanfield.spde import SPDEResolutionError
+
 from ._common import (
     EXIT_CODES_HELP,
     EXIT_FILESYSTEM,
@@ -31,8 +34,6 @@ SUBCOMMANDS: tuple[str, ...] = ("demo", "spde", "chaos", "depth", "sync")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from meanfield import __version__
-
     parser = argparse.ArgumentParser(
         prog="meanfield",
         description="Stochastic mean-field theory of deep transformers. Run 'meanfield COMMAND --help' for the "
@@ -40,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXIT_CODES_HELP,
         formatter_class=HelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"meanfield {__version__}")
+    parser.add_argument("--version", action="version", version=f"meanfield {meanfield.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
         importlib.import_module(f"meanfield.cli.{name}").register(sub)
@@ -75,7 +76,6 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - an unresolved SPDE, or a bug: one line, not a traceback
-        from meanfield.spde import SPDEResolutionError
 
         if isinstance(exc, SPDEResolutionError):
             print(f"{prefix} {exc}", file=sys.stderr)

@@ -12,6 +12,9 @@ import platform
 import sys
 import time
 
+import meanfield
+from meanfield.studies import _common as study_common
+
 from ._common import (
     EXIT_CODES_HELP,
     EXIT_FAILED_TASKS,
@@ -44,10 +47,8 @@ def study_parser(subparsers, name: str, *, help: str, description: str, presets,
 
 
 def _machine() -> str:
-    from meanfield import __version__
-
     return (f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores, Python "
-            f"{platform.python_version()}, meanfield {__version__}")
+            f"{platform.python_version()}, meanfield {meanfield.__version__}")
 
 
 def run_study_command(args, study, cfg: dict, *, parts=None, substores: bool = True,
@@ -59,8 +60,6 @@ def run_study_command(args, study, cfg: dict, *, parts=None, substores: bool = T
     failures; if the outputs cannot be written after computing, the report is pickled to a
     fallback file named in the message.
     """
-    from meanfield.studies._common import run_parts
-
     out = check_output_dir(args.out)
     if args.store is not None:
         check_output_dir(args.store, "cannot create the result store")
@@ -70,7 +69,8 @@ def run_study_command(args, study, cfg: dict, *, parts=None, substores: bool = T
     store = execution.pop("store")
     start = time.perf_counter()
     try:
-        results, seconds = run_parts(studies, store=store, substores=substores, raise_on_failure=False, **execution)
+        # looked up when called, so that a test can stand in for the computation
+        results, seconds = study_common.run_parts(studies, store=store, substores=substores, raise_on_failure=False, **execution)
     except OSError as exc:
         if args.scheduler is not None and not getattr(exc, "filename", None):
             raise CommandError(f"lost the Dask scheduler {args.scheduler!r}: {exc}", EXIT_SCHEDULER) from None

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 
+from meanfield.studies import chaos
+
 from ._common import CITATION
 from ._study import run_study_command, study_parser
 
@@ -37,10 +39,8 @@ examples:
 
 def register(subparsers) -> argparse.ArgumentParser:
     """Add the ``chaos`` subcommand to an ``argparse`` subparsers object and return its parser."""
-    from meanfield.studies.chaos import PRESETS
-
     p = study_parser(subparsers, "chaos", help="propagation of chaos: particles vs SPDE rate tables and figures on "
-                     "S^1 / S^2", description=DESCRIPTION, presets=PRESETS, out_default="chaos-out",
+                     "S^1 / S^2", description=DESCRIPTION, presets=chaos.PRESETS, out_default="chaos-out",
                      quick_help="quick preset: N = 2^6..2^12, 8 replicas (the default)",
                      full_help="full preset: N up to 2^16 on S^1 and 2^14 on S^2, 32 replicas (hours)")
     p.add_argument("--sphere", choices=("1", "2", "both"), default="both", help="S^1, S^2 or both")
@@ -51,7 +51,5 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 def main(args) -> int:
     """Run the study, write tables/figures/summary/config, print the results and where they are."""
-    from meanfield.studies import chaos
-
     cfg = chaos.config(args.preset, args.sphere, replicas=args.replicas)
     return run_study_command(args, chaos, cfg, substores=False, analyse_kwargs={"control": True})

@@ -20,6 +20,12 @@ from pathlib import Path
 import numpy as np
 
 from .._validate import as_beta, as_float, as_int
+from ..attention import gap_energy
+from ..kernels import ActivationKernel, lyapunov_exponent
+from ..noise import NoisePath
+from ..particles import solve_particles
+from ..studies._common import write_config
+from ..transformer import Transformer
 from ._common import CITATION, EXIT_CODES_HELP, HelpFormatter, check_output_dir
 
 __all__ = ["register", "main", "run_demo"]
@@ -68,8 +74,6 @@ def main(args) -> int:
         text = f"{value:.6g}" if isinstance(value, float) else str(value)
         print(f"{key:<{width}}  {text}")
     if plot:
-        from meanfield.studies._common import write_config
-
         settings = {"command": "demo", "d": args.d, "tokens": args.tokens, "layers": args.layers, "beta": args.beta,
                     "T": args.T, "lmax": args.lmax, "seed": args.seed}
         print(f"settings: {write_config(Path(args.out) / 'config.json', settings)}")
@@ -90,12 +94,6 @@ def run_demo(*, out="meanfield-out", d: int = 3, n_tokens: int = 32, layers: int
     >>> sorted(s)[:2]                                       # doctest: +SKIP
     ['SDE steps', 'Lyapunov exponent λ_1']
     """
-    from ..attention import gap_energy
-    from ..kernels import ActivationKernel, lyapunov_exponent
-    from ..noise import NoisePath
-    from ..particles import solve_particles
-    from ..transformer import Transformer
-
     d = as_int(d, "d", min_value=2, max_value=3)
     n_tokens = as_int(n_tokens, "tokens", min_value=1)
     layers = as_int(layers, "layers", min_value=1)
@@ -156,8 +154,6 @@ def _plot(traj, sde, d, path, title, beta, n_show=6):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from ..attention import gap_energy
 
     n_show = min(n_show, traj.shape[1])
     colours = plt.cm.tab10(np.arange(n_show) % 10)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 
+from meanfield.studies import depth
+
 from ._common import CITATION
 from ._study import run_study_command, study_parser
 
@@ -30,10 +32,8 @@ With --store DIR the two parts keep the sub-stores DIR/strong and DIR/width."""
 
 def register(subparsers) -> argparse.ArgumentParser:
     """Add the ``depth`` subcommand and return its parser."""
-    from meanfield.studies.depth import PRESETS
-
     p = study_parser(subparsers, "depth", help="strong error in depth L, error in law in width m, (L, m) iterated "
-                     "limits", description=DESCRIPTION, presets=PRESETS, out_default="depth_results",
+                     "limits", description=DESCRIPTION, presets=depth.PRESETS, out_default="depth_results",
                      quick_help="quick preset (the default; a few minutes on 2 cores)", full_help="full preset (long)")
     p.set_defaults(func=main)
     return p
@@ -41,8 +41,6 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 def main(args) -> int:
     """Run the preset, write tables, figures, summary and config, print them and their location."""
-    from meanfield.studies import depth
-
     cfg = depth.config(args.preset)
     return run_study_command(args, depth, cfg, analyse_kwargs={"preset": args.preset})
 

@@ -34,6 +34,23 @@ from __future__ import annotations
 
 import argparse
 import math
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from meanfield.kernels import ActivationKernel
+from meanfield.noise import NoisePath, RotationNoise
+from meanfield.spde import (
+    CharacteristicsError,
+    CharacteristicsSolution,
+    Mixture,
+    SPDEResolutionError,
+    Uniform,
+    VonMisesFisher,
+    solve_spde,
+)
+from meanfield.studies._common import write_config
 
 from ._common import (
     CITATION,
@@ -244,10 +261,6 @@ def _check(s: dict, source: dict) -> dict:
 
 
 def _build(s: dict):
-    from meanfield.kernels import ActivationKernel
-    from meanfield.noise import NoisePath, RotationNoise
-    from meanfield.spde import Mixture, Uniform, VonMisesFisher
-
     d = int(s["d"])
     mu = s["mu"] if s["mu"] is not None else [0.0] * (d - 1) + [1.0]
     if len(mu) != d:
@@ -277,9 +290,6 @@ def _plot(sol, path: str) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import numpy as np
-
-    from meanfield.spde import CharacteristicsSolution
 
     n = len(sol)
     if isinstance(sol, CharacteristicsSolution):
@@ -325,8 +335,6 @@ def _plot(sol, path: str) -> None:
 
 def _save_all(sol, prefix: str, settings: dict, plot: bool) -> list[str]:
     """Write PREFIX.npz, PREFIX.json and (with ``plot``) PREFIX.png; return the paths."""
-    from meanfield.studies._common import write_config
-
     sol.meta["cli_settings"] = settings
     paths = [sol.save(prefix + ".npz"), str(write_config(prefix + ".json", {"command": "spde", **settings}))]
     if plot and len(sol):
@@ -339,9 +347,6 @@ def _save_or_fallback(sol, prefix: str, settings: dict, plot: bool) -> list[str]
     try:
         return _save_all(sol, prefix, settings, plot)
     except OSError as exc:
-        import tempfile
-        from pathlib import Path
-
         where = Path(tempfile.mkdtemp(prefix="meanfield-spde-")) / Path(prefix).name
         saved = sol.save(str(where) + ".npz")
         raise CommandError(f"cannot write {prefix!r}.npz/.json/.png: {exc.strerror or exc}; the solution was saved "
@@ -371,10 +376,6 @@ def _remedies(exc, s: dict) -> str:
 
 def main(args) -> int:
     """Solve, save ``.npz``, ``.json`` (+ ``.png``) and print where they are (exit codes: see ``--help``)."""
-    import numpy as np
-
-    from meanfield.spde import CharacteristicsError, SPDEResolutionError, solve_spde
-
     s, source = _settings(args)
     s = _check(s, source)
     out = str(s["output"])

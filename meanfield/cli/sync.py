@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 
+from meanfield.studies import synchronisation
+
 from ._common import CITATION
 from ._study import run_study_command, study_parser
 
@@ -31,10 +33,8 @@ With --store DIR each part keeps a sub-store: DIR/lyapunov, DIR/energy, DIR/spde
 
 def register(subparsers) -> argparse.ArgumentParser:
     """Add the ``sync`` subcommand and return its parser."""
-    from meanfield.studies.synchronisation import PRESETS
-
     p = study_parser(subparsers, "sync", help="Lyapunov exponents (activation x d) and decay of the gap energy vs "
-                     "beta", description=DESCRIPTION, presets=PRESETS, out_default="sync_results",
+                     "beta", description=DESCRIPTION, presets=synchronisation.PRESETS, out_default="sync_results",
                      quick_help="quick preset (the default; a few minutes on 2 cores)", full_help="full preset (long)")
     p.add_argument("--only", choices=("lyapunov", "energy", "spde"), default=None,
                    help="run one part only (default: all three)")
@@ -44,8 +44,6 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 def main(args) -> int:
     """Run the preset, write tables, figures, summary and config, print them and their location."""
-    from meanfield.studies import synchronisation
-
     cfg = synchronisation.config(args.preset)
     parts = (args.only,) if args.only else None
     return run_study_command(args, synchronisation, cfg, parts=parts, analyse_kwargs={"preset": args.preset})

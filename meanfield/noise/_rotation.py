@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from scipy.linalg import expm
 
 from .. import _validate
 from .._validate import as_float, as_int, check_cost
@@ -69,8 +70,6 @@ class RotationNoise(NoiseSource):
 
         For d >= 3 the flow is :meth:`flow` (the increments of Ω do not commute).
         """
-        from scipy.linalg import expm
-
         return expm(self.omega(0.0, t))
 
     def flow(self, t: float, n_steps: int) -> np.ndarray:
@@ -80,8 +79,6 @@ class RotationNoise(NoiseSource):
         with rotation steps and converges to the Stratonovich flow R_t as n -> ∞ (strong
         order 1/2 for d >= 3, exact for every n when d = 2).
         """
-        from scipy.linalg import expm
-
         n_steps = as_int(n_steps, "n_steps", min_value=1)
         R = np.eye(self.d)
         for k in range(n_steps):

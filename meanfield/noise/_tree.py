@@ -7,6 +7,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from .. import _validate
 from .._validate import as_float, as_int, check_cost
 
 __all__ = ["BrownianTree", "tree_cost"]
@@ -61,8 +62,6 @@ def _key_from_seed(seed) -> np.ndarray:
 
 
 def _largest_size(max_depth: int, cache_bytes: int) -> int:
-    from .. import _validate
-
     lo, hi = 1, 2
     def ok(n):
         secs, mem = tree_cost(n, max_depth, cache_bytes)

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+import meanfield
 from meanfield._validate import as_int
 from meanfield.runner._tasks import (
     REPLICA,
@@ -190,8 +191,6 @@ class Study:
         >>> study.manifest()["task"]  # doctest: +SKIP
         'mymodule:task'
         """
-        from meanfield import __version__
-
         return {
             "name": self.name,
             "task": self.function_id,
@@ -200,7 +199,7 @@ class Study:
             "replicas": self.replicas,
             "root_seed": self.root_seed,
             "seed_by": self.seed_by,
-            "version": __version__,
+            "version": meanfield.__version__,  # read when called (tests patch it)
         }
 
 

@@ -64,7 +64,7 @@ from ._schemes import Problem, Scheme, get_scheme, noise_on_grid, register_schem
 from ._solution import SPDEResolutionError, SPDESolution, tail_fraction
 from ._solve import ATTENTION_TOL, coefficient_degrees, initial_coefficients, solve_spde
 from ._velocity import Velocity
-from ..sphere import NUFFT_EPS
+from ..sphere import NUFFT_EPS, basis
 
 #: Former private name of :class:`InitialCondition`.
 _InitialCondition = InitialCondition
@@ -94,6 +94,4 @@ __all__ = [
 
 def _resize(c, d: int, lin: int, lout: int):
     """Former helper: resize state coefficients of S^{d-1} from degree lin to lout (use ``Basis.resize``)."""
-    from ..sphere import basis
-
     return basis(d, lin).resize(c, lout)

@@ -31,9 +31,11 @@ from __future__ import annotations
 
 
 import numpy as np
+from scipy.linalg import expm
 
+from .._attention_transforms import DUCC_EPS_MIN
 from ..attention import attention_eigenvalues
-from ..attention_spectral import DUCC_EPS_MIN, SpectralAttention
+from ..attention_spectral import SpectralAttention
 from ..sphere import basis
 
 __all__: list[str] = []
@@ -175,8 +177,6 @@ class NoiseStep:
         self.kind = "generic"
         self.R = None
         if flow:
-            from scipy.linalg import expm
-
             self.kind = "flow"
             self.R = expm(field.omega)
         elif field.coeffs is not None and field.lmax is not None:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
 
 from ._char_maps import invert_step
+from .._serialise import json_default
 from .._validate import as_float, as_int
+from ..attention import attention_eigenvalues, attention_energy, gap_energy
 from ..sphere import basis
 from ..harmonics import degrees, harmonic_dimension, sphere_area
 
@@ -190,8 +193,6 @@ class CharacteristicsSolution:
         Σ_{l>L} e^{-β} λ_l Z_l(1) is below 1e-17. β defaults to the run's β; at β = 0 the gap
         energy is ``½ (1 - |E x|²)``.
         """
-        from ..attention import attention_eigenvalues, attention_energy, gap_energy
-
         if kind not in ("gap", "attention"):
             raise ValueError(f"kind must be 'gap' or 'attention', got {kind!r}")
         beta = self.meta["beta"] if beta is None else as_float(beta, "beta", min_value=0.0)
@@ -352,10 +353,6 @@ class CharacteristicsSolution:
         backward-characteristics density and the velocity need the step maps and are
         available only on the solution returned by the solver.
         """
-        import json
-
-        from .._serialise import json_default
-
         path = str(path)
         arrays = {"times": self.times, "k_save": self._k, "dt": np.array(self.dt), "d": np.array(self.d)}
         for i in range(len(self)):
@@ -371,8 +368,6 @@ class CharacteristicsSolution:
     @classmethod
     def load(cls, path) -> "CharacteristicsSolution":
         """Read a file written by :meth:`save`."""
-        import json
-
         with np.load(path, allow_pickle=False) as f:
             meta = json.loads(str(f["meta"]))
             times = f["times"]

@@ -6,6 +6,8 @@ import time as _time
 
 import numpy as np
 
+import meanfield
+
 from .._validate import as_beta, as_bool, as_float, as_int, as_matrix
 from ..attention import required_degree
 from ..noise import check_noise
@@ -20,15 +22,6 @@ __all__ = ["solve_spde", "initial_coefficients", "coefficient_degrees"]
 
 #: Default relative accuracy of the truncated attention convolution used to check lmax against β.
 ATTENTION_TOL = 1e-8
-
-
-def _version() -> str:
-    try:
-        from .. import __version__
-
-        return __version__
-    except ImportError:  # pragma: no cover
-        return "unknown"
 
 
 def coefficient_degrees(d: int, lmax: int) -> tuple[np.ndarray, np.ndarray]:
@@ -319,7 +312,7 @@ def solve_spde(
         "V": None if V is None else V.tolist(), "rho0": rho0_desc,
         "noise": {"type": None} if noise is None else noise.describe(),
         "grid": grid.describe(),
-        "version": _version(),
+        "version": meanfield.__version__,
     }
     saved_t: list[float] = []
     saved_c: list[np.ndarray] = []

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import math
 
+import ducc0
 import numpy as np
 
 from .._threads import default_threads
@@ -137,8 +138,6 @@ class CircleBasis(Basis):
         return n * self.n_state >= _NUFFT_MIN_WORK
 
     def _u2nu(self, C: np.ndarray, x: np.ndarray, epsilon) -> np.ndarray:
-        import ducc0
-
         out = np.empty(x.shape[0], dtype=np.complex128)
         ducc0.nufft.u2nu(grid=C, coord=_theta(x)[:, None], forward=False, epsilon=epsilon or _NUFFT_EPS,
                          nthreads=_nufft_threads(x.shape[0]), out=out)
@@ -155,8 +154,6 @@ class CircleBasis(Basis):
 
     def adjoint(self, values: np.ndarray, x: np.ndarray, *, epsilon: float | None = None) -> np.ndarray:
         if self._nufft(x.shape[0]):
-            import ducc0
-
             L = self.lmax
             ck = np.empty(2 * L + 1, dtype=np.complex128)  # Σ_q v_q e^{-ikθ_q}, k = -L..L
             ducc0.nufft.nu2u(points=values.astype(np.complex128), coord=_theta(x)[:, None], forward=True,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 
+import ducc0
 import numpy as np
 
 from .._validate import as_int
@@ -14,7 +15,6 @@ __all__ = ["gauss_legendre", "sphere_quadrature", "circle_quadrature"]
 @functools.lru_cache(maxsize=64)
 def _leggauss(n: int) -> tuple[np.ndarray, np.ndarray]:
     # ducc0 computes the nodes in O(n) (NumPy's leggauss solves an n x n eigenproblem)
-    import ducc0
 
     theta = np.asarray(ducc0.misc.GL_thetas(n), dtype=np.float64)[::-1]
     w = np.asarray(ducc0.misc.GL_weights(n, 1), dtype=np.float64)[::-1] / (2.0 * np.pi)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
+from .._validate import as_int
 from ._geometry import sphere_area
 
 __all__ = ["harmonic_dimension", "legendre_d", "legendre_recurrence", "zonal", "zonal_derivative"]
@@ -28,8 +29,6 @@ def harmonic_dimension(d: int, lmax: int) -> np.ndarray:
 
 
 def _check_dimension_degree(d, lmax) -> tuple[int, int]:
-    from .._validate import as_int
-
     return as_int(d, "d", min_value=2), as_int(lmax, "lmax", min_value=0)
 
 

@@ -134,7 +134,7 @@ def sliced_wasserstein_sphere(
     Diracs at θ = 3.0, 2.0, 1.0, 0.3, 0.05, 0.01 rad       1.00, 1.05, 1.18, 1.40, 1.68, 1.88
     =====================================================  ================
 
-    Tested bound (``tests/test_transport.py``): 0.3 <= SSW_2/W_2 <= 2.0 on
+    Tested bound (``tests/transport/test_transport.py``): 0.3 <= SSW_2/W_2 <= 2.0 on
     these families, i.e. W_2/2 <= SSW_2 and W_2 <= 3.4 SSW_2.  Use it to
     compare clouds of the same kind (e.g. a rate in N), not as a W_2 value.
 

@@ -9,6 +9,9 @@ import numpy as np
 import pandas as pd
 
 from meanfield._validate import as_int
+from meanfield.reporting import SlopeIntervals, fit_slope, rate_table, slope_summary, verdict
+from meanfield.spde import VonMisesFisher
+from meanfield.transport import wasserstein_to_density
 
 from ._presets import ERRORS, parse_spheres
 from ._tasks import _density_nodes
@@ -141,8 +144,6 @@ class ChaosReport:
 
 def _reasons(table: pd.DataFrame, power: float) -> dict:
     """{error: reason} of the three-way verdicts of a rate table (rebuilt from its stored fits)."""
-    from meanfield.reporting import SlopeIntervals, verdict
-
     out = {}
     for name, fit in table.attrs["fits"].items():
         row = table[table["error"] == name].iloc[0]
@@ -153,8 +154,6 @@ def _reasons(table: pd.DataFrame, power: float) -> dict:
 
 def _w2_controls(sub: pd.DataFrame, w2_fit, slopes: dict, tol: dict, n_boot: int, seed: int) -> dict:
     """Study-vs-iid slope difference and the grid check of W_2 for one sphere."""
-    from meanfield.reporting import fit_slope
-
     out = {}
     rows = sub[np.isfinite(sub["w2"])]
     z = 1.959963984540054
@@ -221,8 +220,6 @@ def analyse_chaos(result, *, n_boot: int = 2000, seed: int = 0, power: float = C
     --------
     >>> report = analyse_chaos(run_study(chaos_study("tiny"), progress=False))  # doctest: +SKIP
     """
-    from meanfield.reporting import fit_slope, rate_table, slope_summary
-
     if result.failures:
         raise RuntimeError(f"{len(result.failures)} chaos task(s) failed, first: {result.failures[0].error}")
     long = chaos_frame(result)
@@ -316,10 +313,6 @@ def iid_w2_control(sphere: int, Ns, replicas: int = 8, *, kappa: float = 4.0, de
     >>> df.shape, bool(fit.slope < 0)
     ((6, 3), True)
     """
-    from meanfield.rates import fit_slope
-    from meanfield.spde import VonMisesFisher
-    from meanfield.transport import wasserstein_to_density
-
     sphere = parse_spheres(sphere)
     if len(sphere) != 1:
         raise ValueError("iid_w2_control takes one sphere")

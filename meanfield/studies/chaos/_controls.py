@@ -20,13 +20,12 @@ import math
 import numpy as np
 
 from meanfield._validate import as_int
+from meanfield.sphere import gauss_legendre
+from meanfield.transport import circle_quadrature, density_to_cloud, sphere_quadrature, wasserstein
 
 
 def _cells(d: int, n: int):
     """Quadrature nodes, weights and cell geometry of the rule with ``n`` nodes (S^1) or latitudes (S^2)."""
-    from meanfield.sphere import gauss_legendre
-    from meanfield.transport import circle_quadrature, sphere_quadrature
-
     if d == 2:
         nodes, weights = circle_quadrature(n)
         return nodes, weights, None
@@ -108,8 +107,6 @@ def difference_w2_bound(nodes, weights, values, values_ref) -> float:
     admissible, so W_2²(m, m') <= TV · W_2²(P, Q), TV = ½ Σ_q abs(m_q - m'_q), P and Q the
     normalised positive and negative parts (exact network simplex, geodesic cost).
     """
-    from meanfield.transport import density_to_cloud, wasserstein
-
     a = density_to_cloud(values, nodes, weights, clip_negative=True).weights
     b = density_to_cloud(values_ref, nodes, weights, clip_negative=True).weights
     diff = a - b

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from meanfield.reporting import export_table, plot_rates, to_markdown
+
 from .._common import write_summary_and_config
 from ._analysis import ChaosReport
 
 
 def _md(df: pd.DataFrame, floatfmt: str = ".4g") -> str:
-    from meanfield.rates import to_markdown
-
     return to_markdown(df, floatfmt=floatfmt)
 
 
@@ -217,8 +217,6 @@ def write_outputs(report: ChaosReport, out, *, extra: Mapping | None = None, set
     --------
     >>> files = write_outputs(report, "chaos-out")  # doctest: +SKIP
     """
-    from meanfield.rates import export_table, plot_rates
-
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     files = {}

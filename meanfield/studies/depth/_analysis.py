@@ -8,6 +8,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from meanfield.reporting import effect_verdict, fit_effect_slope, fit_linear_model, rate_table
+from meanfield.transport import wasserstein, wasserstein_circle
+
 from ._presets import POWER, STRONG_TOLERANCE, WIDTH_TOLERANCE
 
 
@@ -25,8 +28,6 @@ def strong_table(frame: pd.DataFrame, *, tolerance: float = STRONG_TOLERANCE, se
     DataFrame
         :func:`meanfield.rates.rate_table` with ``param = "L"``, error ``strong_error``.
     """
-    from meanfield.rates import rate_table
-
     cols = [c for c in frame.columns if c.startswith("err_L")]
     if len(cols) < 2:
         raise ValueError("frame has fewer than 2 'err_L<L>' columns: not a strong-error study frame")
@@ -46,8 +47,6 @@ def strong_models(frame: pd.DataFrame, seed=0) -> pd.DataFrame:
     ``RMS = A log L / L + B`` (the bound read for the RMS distance itself). Replicas are
     shared by all L (one path per replica), so the bootstrap resamples whole replicas.
     """
-    from meanfield.reporting import fit_linear_model
-
     cols = sorted((c for c in frame.columns if c.startswith("err_L")), key=lambda c: int(c[5:]))
     L = np.array([int(c[5:]) for c in cols], dtype=float)
     rms = [frame[c].to_numpy(float) for c in cols]
@@ -86,8 +85,6 @@ def _cells(result) -> dict:
 
 
 def _w2(a: np.ndarray, b: np.ndarray) -> float:
-    from meanfield.transport import wasserstein, wasserstein_circle
-
     if a.ndim == 1:
         return float(wasserstein_circle(np.stack([np.cos(a), np.sin(a)], 1), np.stack([np.cos(b), np.sin(b)], 1), p=2))
     return float(wasserstein(a, b, p=2))
@@ -146,7 +143,6 @@ def width_tables(result, *, tolerance: float = WIDTH_TOLERANCE) -> dict:
                 "w2_token0": _w2(c.theta, gauss.theta) if m else np.nan, "w2_floor": floor,
             })
     cells_df = pd.DataFrame(rows)
-    from meanfield.reporting import effect_verdict, fit_effect_slope
 
     fits = []
     for L in grid_L:
@@ -165,8 +161,6 @@ def width_tables(result, *, tolerance: float = WIDTH_TOLERANCE) -> dict:
         weak.append({"L": L, "weak_error": diff.mean(), "weak_se": diff.std(ddof=1) / math.sqrt(diff.size)})
     weak_df = pd.DataFrame(weak)
     if len(weak_df) >= 2:
-        from meanfield.reporting import effect_verdict, fit_effect_slope
-
         fit = fit_effect_slope([float(L) for L in grid_L], [cells[(L, 0)].g - ref.g for L in grid_L])
         v = effect_verdict(fit, -1.0, tolerance=0.25, power=POWER)
         weak_df["slope"], weak_df["slope_ci_low"], weak_df["slope_ci_high"] = fit.slope, fit.ci_low, fit.ci_high
@@ -207,8 +201,6 @@ def law_tables(result) -> dict:
         resolve Δ at 3 SE; ``law_width_fit``: per L the slope in m (theory -1) and verdict.
         ``law_limits``: the two iterated limits on the grid.
     """
-    from meanfield.reporting import effect_verdict, fit_effect_slope, fit_linear_model
-
     frame = result.frame
     arr = result.arrays
     cells: dict = {}

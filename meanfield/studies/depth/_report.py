@@ -8,14 +8,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from meanfield.reporting import export_table, plot_rates, slope_summary, to_markdown
+
 from .._common import write_summary_and_config
 from ._analysis import DepthStudyResult
 from ._presets import POWER, STRONG_TOLERANCE, WIDTH_TOLERANCE
 
 
 def _fig_strong(table: pd.DataFrame, paths: list) -> None:
-    from meanfield.rates import plot_rates
-
     fig = plot_rates(table, title="strong error in L vs the SDE (one path)")
     ax = fig.axes[0]
     L = table["L"].to_numpy(float)
@@ -128,8 +128,6 @@ def write_outputs(res: DepthStudyResult, out_dir, *, extra: Mapping | None = Non
     dict
         ``{name: [paths]}``.
     """
-    from meanfield.rates import export_table
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     files = {"strong_L": list(export_table(res.strong_table, out / "strong_L").values())}
@@ -159,8 +157,6 @@ def resolved_config(res: DepthStudyResult) -> dict:
 
 def console_summary(res: DepthStudyResult) -> str:
     """The text the ``depth`` command prints: the strong-error table and fit, the width tables, run times."""
-    from meanfield.rates import slope_summary, to_markdown
-
     lines = []
     if res.strong_table is not None:
         lines += ["", "## strong error in L (theory slope -1/2, one coupled path)", "", to_markdown(res.strong_table),
@@ -179,8 +175,6 @@ def summary_markdown(res: DepthStudyResult, *, extra: Mapping | None = None) -> 
 
     ``extra`` ({heading: text}) sections are appended (run time, machine...).
     """
-    from meanfield.rates import slope_summary, to_markdown
-
     s = slope_summary(res.strong_table).iloc[0]
     cfg = res.config
     st, wd = cfg["strong"], cfg["width"]
@@ -327,8 +321,6 @@ def _favoured(models: pd.DataFrame) -> str:
 
 
 def _law_section(res: DepthStudyResult) -> list:
-    from meanfield.rates import to_markdown
-
     lc = res.config["law"]
     law = res.law
     t = law["law_L"]

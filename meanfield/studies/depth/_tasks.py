@@ -6,14 +6,19 @@ import time
 
 import numpy as np
 
+from meanfield.kernels import ActivationKernel
+from meanfield.noise import NoisePath
+from meanfield.particles import solve_particles
+from meanfield.runner import Study
+from meanfield.transformer import Transformer
+
 from ._presets import _check_law, _check_strong, _check_width
+from ._two_point import two_point_law, two_token_transformer, w1_to_law
 
 _X0_SEED = 20240601  # the fixed cloud of the width study
 
 
 def _kernel(params: dict):
-    from meanfield.kernels import ActivationKernel
-
     return ActivationKernel(params["activation"], sigma_w=params["sigma_w"])
 
 
@@ -44,10 +49,6 @@ def strong_depth_task(params: dict, seed: np.random.SeedSequence) -> dict:
         ``err_L<L>`` (RMS over tokens of ``|X_L - X_ref|``) for each L, ``kept_fraction``,
         ``ref_seconds``, ``transformer_seconds``.
     """
-    from meanfield.noise import NoisePath
-    from meanfield.particles import solve_particles
-    from meanfield.transformer import Transformer
-
     d, T, beta = int(params["d"]), float(params["T"]), float(params["beta"])
     s_noise, s_x = seed.spawn(2)
     kern = _kernel(params)
@@ -83,9 +84,6 @@ def width_law_task(params: dict, seed: np.random.SeedSequence) -> dict:
         token 0 at T (d = 2) or ``x0_final`` (n_draws, d) (d = 3); scalar ``g_mean``,
         ``kept_fraction``.
     """
-    from meanfield.noise import NoisePath
-    from meanfield.transformer import Transformer
-
     d, T, beta, L, m = int(params["d"]), float(params["T"]), float(params["beta"]), int(params["L"]), int(params["width"])
     n = int(params["n_draws"])
     kern = _kernel(params)
@@ -135,8 +133,6 @@ def two_point_task(params: dict, seed: np.random.SeedSequence) -> dict:
     the same normals; ``diff_means`` are sub-batch means of c_T(m) - c_T(∞) (the width
     effect), ``err_means`` of c_T(m) - E c_T.
     """
-    from ._two_point import two_point_law, two_token_transformer, w1_to_law
-
     law = two_point_law(params["activation"], sigma_w=float(params["sigma_w"]), d=int(params["d"]),
                         beta=float(params["beta"]), c0=float(params["c0"]), T=float(params["T"]))
     x0, y0 = _law_tokens(params)
@@ -166,8 +162,6 @@ def two_point_task(params: dict, seed: np.random.SeedSequence) -> dict:
 
 def make_strong_study(config: dict, root_seed: int = 0):
     """The :class:`~meanfield.runner.Study` of the strong error in L (one task per replica)."""
-    from meanfield.runner import Study
-
     c = dict(config)
     _check_strong(c)
     replicas = int(c.pop("replicas"))
@@ -182,8 +176,6 @@ def make_width_study(config: dict, root_seed: int = 0):
     different L share their Brownian paths (paired weak errors in L); finite-width cells
     derive their own stream from it and the width, so cells of different m are independent.
     """
-    from meanfield.runner import Study
-
     c = dict(config)
     _check_width(c)
     Ls, ws, L_ref, batches = c.pop("L_values"), c.pop("widths"), int(c.pop("L_ref")), int(c.pop("batches"))
@@ -195,8 +187,6 @@ def make_width_study(config: dict, root_seed: int = 0):
 def make_law_study(config: dict, root_seed: int = 0):
     """The :class:`~meanfield.runner.Study` of the error in law on two tokens: the Gaussian column
     (every L of ``L_values``) and the coupled width cells (``width_L`` × ``widths``)."""
-    from meanfield.runner import Study
-
     c = dict(config)
     _check_law(c)
     Ls, ws, wL, batches = c.pop("L_values"), c.pop("widths"), c.pop("width_L"), int(c.pop("batches"))

@@ -39,6 +39,7 @@ from scipy import linalg
 from numpy.polynomial import legendre as npleg
 
 from meanfield._validate import as_float, as_int
+from meanfield.kernels import ActivationKernel
 
 __all__ = ["TwoPointLaw", "two_point_law", "two_token_transformer", "w1_to_law"]
 
@@ -145,8 +146,6 @@ def _moments(kappa, kappa1, d, beta, c0, T, n, K) -> np.ndarray:
 
 @lru_cache(maxsize=64)
 def _cached(activation: str, sigma_w: float, d: int, beta, c0: float, T: float, n: int, K: int) -> TwoPointLaw:
-    from meanfield.kernels import ActivationKernel
-
     kern = ActivationKernel(activation, sigma_w=sigma_w)
     mu = _moments(kern.kappa, kern.kappa1, d, beta, c0, T, n, K)
     mu_fine = _moments(kern.kappa, kern.kappa1, d, beta, c0, T, n + n // 2, K)
@@ -263,8 +262,6 @@ def two_token_transformer(x0, y0, *, L: int, width: int, n: int, T: float = 1.0,
     dict
         ``c`` (n,), and ``c_gauss`` (n,) when ``coupled``.
     """
-    from meanfield.kernels import ActivationKernel
-
     L = as_int(L, "L", min_value=1)
     width = as_int(width, "width", min_value=0)
     n = as_int(n, "n", min_value=1)

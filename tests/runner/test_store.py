@@ -31,9 +31,9 @@ from meanfield.runner import (
     run_study,
 )
 
-TESTS_DIR = Path(__file__).resolve().parent
-REPO_ROOT = TESTS_DIR.parent
-ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(TESTS_DIR)])}
+TASKS_DIR = Path(__file__).resolve().parent  # holds runner_tasks.py
+REPO_ROOT = TASKS_DIR.parents[1]
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(TASKS_DIR)])}
 
 
 def race_study(seed: int) -> Study:

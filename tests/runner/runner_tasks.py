@@ -1,4 +1,4 @@
-"""Task functions for tests/test_runner.py.
+"""Task functions for tests/runner/test_runner.py and tests/runner/test_store.py.
 
 They live in their own importable module so that spawned pool workers and Dask
 workers can import them. Tasks that count their calls write one marker file per

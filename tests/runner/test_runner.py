@@ -22,8 +22,8 @@ from meanfield.cli.execution import add_execution_arguments, execution_kwargs, r
 from meanfield.runner import Study, StudyFailedError, run_study
 from meanfield.runner.store import StoreMismatchError, load_store
 
-TESTS_DIR = Path(__file__).resolve().parent
-REPO_ROOT = TESTS_DIR.parent
+TASKS_DIR = Path(__file__).resolve().parent  # holds runner_tasks.py
+REPO_ROOT = TASKS_DIR.parents[1]
 
 GRID = {"n": [1, 2, 3], "scale": [0.5, 2.0]}
 
@@ -134,7 +134,7 @@ def test_resume_after_sigkill_recomputes_nothing_and_loses_nothing(tmp_path):
         "from meanfield.runner import Study, run_study\n"
         f"run_study({study_code}, executor='pool', workers=2, store=sys.argv[1], progress=False)\n"
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(TESTS_DIR)])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(TASKS_DIR)])}
     proc = subprocess.Popen([sys.executable, "-c", script, str(store)], env=env, start_new_session=True)
     records = store / "records"
     try:
