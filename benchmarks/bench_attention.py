@@ -489,7 +489,7 @@ def main() -> None:
         return
     import tempfile
 
-    from meanfield.attention_spectral import _default_threads
+    from meanfield._threads import default_threads as _default_threads
 
     nthreads = args.nthreads or _default_threads()
     t_start = time.perf_counter()

@@ -10,25 +10,17 @@ characteristics solver. The public names are re-exported from
 from __future__ import annotations
 
 import math
-import os
 
 import ducc0
 import numpy as np
 
+from ._threads import default_threads
 from ._validate import as_float, as_int, as_points, as_real_array
 
 __all__ = ["empirical_coefficients", "DUCC_EPS_MIN"]
 
 #: Smallest accuracy ducc0 accepts for double-precision non-uniform transforms.
 DUCC_EPS_MIN = 2e-13
-
-
-def _default_threads() -> int:
-    try:
-        n = len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - non-Linux
-        n = os.cpu_count() or 1
-    return max(1, n)
 
 
 def _normalised_weights(weights, n: int) -> np.ndarray | None:
@@ -128,7 +120,7 @@ def empirical_coefficients(x, lmax: int, weights=None, *, epsilon: float = 1e-12
     w = _normalised_weights(weights, x.shape[0])
     if w is None:
         w = np.full(x.shape[0], 1.0 / x.shape[0])
-    nthreads = _default_threads() if nthreads is None else as_int(nthreads, "nthreads", min_value=1)
+    nthreads = default_threads() if nthreads is None else as_int(nthreads, "nthreads", min_value=1)
     if d == 3:
         loc, _ = _s2_loc(x)
         return _s2_adjoint(w, loc, lmax, epsilon, nthreads)

@@ -67,7 +67,6 @@ import numpy as np
 # the transforms live in ._attention_transforms; the private helpers stay importable from here
 from ._attention_transforms import (  # noqa: F401
     DUCC_EPS_MIN,
-    _default_threads,
     _normalised_weights,
     _s1_adjoint,
     _s1_direct,
@@ -76,6 +75,7 @@ from ._attention_transforms import (  # noqa: F401
     _s2_tangent,
     empirical_coefficients,
 )
+from ._threads import default_threads
 from ._validate import as_beta, as_bool, as_float, as_int, as_matrix, as_points
 from .attention import DEFAULT_BLOCK, attention_eigenvalues, attention_velocity, tangent_project
 from .harmonics import harmonic_dimension, sphere_area
@@ -178,7 +178,7 @@ class SpectralAttention:
             raise ValueError(f"the spectral attention evaluator needs d = 2 or 3 (S^1 or S^2), got d = {self.d}; use method='direct'")
         self.beta = as_beta(beta)
         self.tol = as_float(tol, "tol", min_value=0.0, strict_min=True)
-        self.nthreads = _default_threads() if nthreads is None else as_int(nthreads, "nthreads", min_value=1)
+        self.nthreads = default_threads() if nthreads is None else as_int(nthreads, "nthreads", min_value=1)
         if s1_backend not in ("auto", "nufft", "direct"):
             raise ValueError(f"s1_backend must be 'auto', 'nufft' or 'direct', got {s1_backend!r}")
         self.s1_backend = s1_backend
