@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._seeds import extend_seed
+
 __all__ = [
     "Task",
     "canonical_json",
@@ -373,14 +375,7 @@ def child_seed(parent, *keys) -> np.random.SeedSequence:
     True
     >>> noise = np.random.default_rng(child_seed(study_seed, "noise"))
     """
-    if isinstance(parent, np.random.SeedSequence):
-        entropy, prefix, pool_size = parent.entropy, tuple(parent.spawn_key), parent.pool_size
-    elif isinstance(parent, numbers.Integral) and not isinstance(parent, bool) and int(parent) >= 0:
-        entropy, prefix, pool_size = int(parent), (), 4
-    else:
-        raise TypeError(f"parent must be a numpy.random.SeedSequence or an int >= 0, got {parent!r}")
-    words = tuple(word for key in keys for word in _key_words(key))
-    return np.random.SeedSequence(entropy, spawn_key=prefix + words, pool_size=pool_size)
+    return extend_seed(parent, *(word for key in keys for word in _key_words(key)))
 
 
 @dataclass(frozen=True, eq=False)

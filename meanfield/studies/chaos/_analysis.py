@@ -6,6 +6,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+
+from meanfield._seeds import extend_seed
 import pandas as pd
 
 from meanfield._validate import as_int
@@ -329,7 +331,7 @@ def iid_w2_control(sphere: int, Ns, replicas: int = 8, *, kappa: float = 4.0, de
     rows = []
     for N in Ns:
         for r in range(replicas):
-            x = rho0.sample(N, seed=np.random.SeedSequence(seed, spawn_key=(N, r)))
+            x = rho0.sample(N, seed=extend_seed(seed, N, r))
             rows.append({"N": N, "replica": r, "w2": wasserstein_to_density(x, None, nodes, weights, vals)})
     df = pd.DataFrame(rows)
     return df, fit_slope(df["N"].to_numpy(float), df["w2"].to_numpy(), n_boot=n_boot, seed=seed)

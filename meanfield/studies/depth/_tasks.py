@@ -6,6 +6,7 @@ import time
 
 import numpy as np
 
+from meanfield._seeds import child_seeds, extend_seed
 from meanfield.kernels import ActivationKernel
 from meanfield.noise import NoisePath
 from meanfield.particles import solve_particles
@@ -14,6 +15,9 @@ from meanfield.transformer import Transformer
 
 from ._presets import _check_law, _check_strong, _check_width
 from ._two_point import two_point_law, two_token_transformer, w1_to_law
+
+#: Spawn-key word that separates the finite-width streams from the Gaussian-field ones.
+_WIDTH_STREAM = 1_000_003
 
 _X0_SEED = 20240601  # the fixed cloud of the width study
 
@@ -50,7 +54,7 @@ def strong_depth_task(params: dict, seed: np.random.SeedSequence) -> dict:
         ``ref_seconds``, ``transformer_seconds``.
     """
     d, T, beta = int(params["d"]), float(params["T"]), float(params["beta"])
-    s_noise, s_x = seed.spawn(2)
+    s_noise, s_x = child_seeds(seed, 2)
     kern = _kernel(params)
     noise = NoisePath(kern, d, int(params["lmax"]), seed=s_noise, t_max=T)
     x0 = _uniform(int(params["N"]), d, np.random.default_rng(s_x))
@@ -91,8 +95,8 @@ def width_law_task(params: dict, seed: np.random.SeedSequence) -> dict:
     if m > 0:
         # finite widths get their own streams (independent ensembles across m); the Gaussian
         # cells keep the task seed, shared across L (seed_by=()), for paired weak errors in L
-        seed = np.random.SeedSequence(seed.entropy, spawn_key=(*seed.spawn_key, 1_000_003, m))
-    seeds = seed.spawn(n)
+        seed = extend_seed(seed, _WIDTH_STREAM, m)
+    seeds = child_seeds(seed, n)
     finals = np.empty((n, x0.shape[0], d))
     kept = 1.0
     if m > 0:
@@ -138,7 +142,7 @@ def two_point_task(params: dict, seed: np.random.SeedSequence) -> dict:
     x0, y0 = _law_tokens(params)
     n, k = int(params["n"]), int(params["n_sub"])
     m = int(params["width"])
-    s_run, s_floor = seed.spawn(2)
+    s_run, s_floor = child_seeds(seed, 2)
     t = time.perf_counter()
     out = two_token_transformer(x0, y0, L=int(params["L"]), width=m, n=n, T=float(params["T"]),
                                 beta=float(params["beta"]), activation=params["activation"],

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from meanfield._seeds import child_seeds
+
 from meanfield._validate import as_float, as_int
 
 __all__ = ["LyapunovEstimate", "lyapunov_estimate", "tangent_lyapunov"]
@@ -169,7 +171,7 @@ def lyapunov_estimate(
     lmax, width : int
         Degree of the NoisePath / width of the RandomFeatureNoise built from a kernel.
     seed : int or SeedSequence
-        Root seed; replica k uses ``SeedSequence(seed).spawn(n_replicas)[k]``.
+        Root seed; replica k uses ``child_seeds(SeedSequence(seed), n_replicas)[k]`` (= ``spawn``).
 
     Returns
     -------
@@ -198,12 +200,12 @@ def lyapunov_estimate(
             raise ValueError(f"{what} must be a positive integer, got {num / den:.6g}")
     make = _noise_factory(noise, d, lmax, width, t_total)
     root = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(as_int(seed, "seed", min_value=0))
-    children = root.spawn(n_replicas)
+    children = child_seeds(root, n_replicas)
     raw_rows = []
     description = ""
     kern = None
     for k, child in enumerate(children):
-        s_noise, s_pairs = child.spawn(2)
+        s_noise, s_pairs = child_seeds(child, 2)
         src = make(s_noise)
         if getattr(src, "d", None) != d:
             raise ValueError(f"the noise source has d = {getattr(src, 'd', None)}, expected {d}")
@@ -348,8 +350,8 @@ def tangent_lyapunov(
     weights = np.linalg.solve(V.T, np.eye(levels)[0])
     root = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(as_int(seed, "seed", min_value=0))
     raw = np.empty((n_replicas, levels))
-    for r, child in enumerate(root.spawn(n_replicas)):
-        for k, (h, ss) in enumerate(zip(hs, child.spawn(levels))):
+    for r, child in enumerate(child_seeds(root, n_replicas)):
+        for k, (h, ss) in enumerate(zip(hs, child_seeds(child, levels))):
             raw[r, k] = _tangent_rates(k1, dk1, d, h, n_tokens, n_steps, np.random.default_rng(ss))
     per = raw @ weights
     return LyapunovEstimate(
