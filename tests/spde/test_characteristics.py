@@ -322,17 +322,19 @@ def _particle_moments(noise, T, te, N, seed):
 
 @pytest.mark.slow
 def test_agrees_with_particles_same_noise():
-    """Particles (N = 2·10^5, 4 replicas of the iid initial sampling) vs characteristics at t = 1, 2.
+    """Particles (N = 2·10^5, 4 replicas of the iid initial sampling) vs characteristics
+    (M ≈ 10^5) at t = 1, 2 and 8, on the same noise path and step.
 
-    The particle mean over replicas differs from the mean-field limit by its sampling error,
-    so |mean - char| <= 3 · replica spread / sqrt(replicas) ... we accept 3 × the spread itself."""
-    T = 2.0
+    The sampling error of the initial cloud moves the whole cluster through attention, so the
+    yardstick is the replica spread of the degree <= 4 moments: |replica mean - characteristics|
+    <= 3 × spread (measured: 1.02, 0.73 and 0.22 × spread at t = 1, 2, 8)."""
+    T = 8.0
     noise = _noise(T)
-    te = [0.0, 1.0, 2.0]
-    c = solve_characteristics(VMF, noise, 1.0, te, H, n_lat=128, tol=None)
+    te = [0.0, 1.0, 2.0, 8.0]
+    c = solve_characteristics(VMF, noise, 1.0, te, H, n_lat=224, tol=None)
     reps = np.array([_particle_moments(noise, T, te, 200_000, seed) for seed in range(4)])
     spread = reps.std(axis=0, ddof=1)
-    for i in (1, 2):
+    for i in (1, 2, 3):
         diff = np.abs(reps[:, i].mean(axis=0) - c.moments(i, 4))
         assert np.all(diff[1:] <= 3 * spread[i][1:] + 1e-12), (i, diff / spread[i])
 
