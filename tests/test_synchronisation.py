@@ -180,11 +180,17 @@ def test_decay_and_agreement_verdicts():
 
 @pytest.mark.slow
 def test_spde_energy_long_horizon_beta1_and_noise_only():
-    """T = 8 on S^2 with attention (β = 1) and noise only: exponential decay of E[E_β] resolved along the
-    SPDE (M-doubling change below 10 %) and the same rate as the particles within the replica spread."""
+    """T = 8 on S^2. β = 1: exponential decay of E[E_β] resolved along the SPDE (window ending where
+    M-doubling moves the mean energy by more than 5 %) and consistent with the particles on the same
+    paths. Noise only: the energy plateaus (as in the particle study), so the verdict is inconclusive,
+    never inconsistent, and the SPDE and particle rates still agree within the replica spread."""
     rep, _ = _spde_energy(betas=[1.0], noise_only=True, n_lat=32, check=True, noise_lmax=8, dt=2.0**-5, T=8.0,
                           N=1024, replicas=6, t_fit=2.0)
-    for row in rep.spde_rates.itertuples(index=False):
-        assert row.verdict_spde == "consistent", row
-        assert row.t_end >= 4.0 and row.dE_2M_window <= 0.05, row
-        assert row.verdict_agree != "inconsistent", row
+    rows = rep.spde_rates.set_index("setting")
+    att = rows.loc["β = 1"]
+    assert att["verdict_spde"] == "consistent", att.to_dict()
+    assert att["t_end"] >= 4.0 and att["dE_2M_window"] <= 0.05, att.to_dict()
+    assert att["verdict_agree"] != "inconsistent", att.to_dict()
+    noise = rows.loc["noise only"]
+    assert noise["verdict_spde"] != "inconsistent" and noise["verdict_particles"] != "inconsistent"
+    assert noise["ci_low_spde"] <= noise["rate_particles"] <= noise["ci_high_spde"], noise.to_dict()
