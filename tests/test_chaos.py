@@ -27,7 +27,7 @@ from meanfield.studies.chaos import (
 @pytest.fixture(scope="module")
 def test_report():
     """The reduced 'test' preset on both spheres (6 replicas, N = 64..1024), two local workers."""
-    return run_chaos("test", "both", workers=2, executor="pool", progress=False)
+    return run_chaos("test", "both", workers=2, executor="pool", progress=False, long=False)
 
 
 def _expected_verdict(table, error, power):
@@ -290,3 +290,63 @@ def test_difference_w2_bound():
     b = a * (1 + 1e-3 * nodes[:, 0])
     bound = difference_w2_bound(nodes, weights, a, b)
     assert wasserstein(nodes, nodes, a * weights / (a * weights).sum(), b * weights / (b * weights).sum(), p=2) <= bound + 1e-12
+
+
+# ---------------------------------------------------------------------------- long horizons
+
+
+def _long_result(preset, **kw):
+    from meanfield.studies.chaos import build, config
+
+    cfg = config(preset, "both", **kw)
+    return run_study(build(cfg, 0, parts=("long",))["long"], executor="serial", progress=False)
+
+
+def test_long_horizon_tiny_errors_finite_and_decrease_in_N():
+    """Characteristics reference at T = 2: finite errors on both spheres whose replica mean falls with N."""
+    from meanfield.studies.chaos import analyse_long, long_frame
+
+    res = _long_result("tiny")
+    frame = long_frame(res)
+    assert set(frame["T"]) == {1.0, 2.0}
+    at2 = frame[frame["T"] == 2.0]
+    for sphere in (1, 2):
+        sub = at2[at2["sphere"] == sphere]
+        for err in ("coupling", "observable"):
+            means = sub.groupby("N")[err].mean()
+            assert np.isfinite(means).all() and (means > 0).all(), (sphere, err)
+            assert means.iloc[-1] < 0.6 * means.iloc[0], (sphere, err, means.to_dict())
+    # W_2 only up to w2_max_N (64 on S^2 in this preset), NaN beyond
+    s2 = at2[at2["sphere"] == 2]
+    assert s2.loc[s2["N"] <= 64, "w2"].gt(0).all() and s2.loc[s2["N"] > 64, "w2"].isna().all()
+    rep = analyse_long(res, n_boot=200)
+    assert set(rep.tables) == {(1, 1.0), (1, 2.0), (2, 1.0), (2, 2.0)}
+    assert set(rep.rates["verdict"]) <= {"consistent", "inconsistent", "inconclusive"}
+
+
+def test_long_config_and_parts():
+    from meanfield.studies.chaos import build, config
+
+    cfg = config("quick")
+    assert cfg["long"]["configs"]["2"]["horizons"] == [2.0, 8.0]
+    assert set(build(cfg)) == {"chaos", "long"}
+    assert set(build(config("quick", long=False))) == {"chaos"}
+    with pytest.raises(ValueError, match="multiple of dt"):
+        config("tiny", long_overrides={"horizons": [0.1]})
+    with pytest.raises(ValueError, match="unknown long-horizon"):
+        config("tiny", long_overrides={"lmax": 3})
+
+
+@pytest.mark.slow
+def test_long_horizon_test_preset_reference_below_replica_spread():
+    """T = 2 and 8: the characteristics reference's own error (2M nodes) is below the replica
+    spread of the particle coupling error, and the coupling slope is not inconsistent with -1/2."""
+    from meanfield.studies.chaos import analyse_long
+
+    rep = analyse_long(_long_result("test"), n_boot=500)
+    chk = rep.spde_check[rep.spde_check["error"] == "coupling"]
+    assert chk["below"].all(), chk.to_string()
+    coupling = rep.rates[rep.rates["error"] == "coupling"]
+    assert len(coupling) == 4
+    assert (coupling["verdict"] != "inconsistent").all(), coupling.to_string()
+    assert (coupling["slope"] < 0).all()

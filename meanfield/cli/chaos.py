@@ -30,6 +30,9 @@ consistent, inconsistent or inconclusive - of the coupling, W_2 and observable e
 of the iid control of W_2), figure_s1.{{png,pdf}} and figure_s2.{{png,pdf}} (log-log plots,
 fits with their confidence bands, theory lines),
 spde_check.{{csv,md}}, diagnostics.csv, summary.md and config.json (resolved settings).
+Long-horizon part (unless --no-long; reference: the characteristics solution, T = 2 and 8):
+long_s{{1,2}}_T{{T}}.{{csv,md,tex}}, long_rates.{{csv,md}}, long_figure_s{{1,2}}_T{{T}}.{{png,pdf}},
+long_spde_check.{{csv,md}}, long_diagnostics.csv.
 
 examples:
   meanfield chaos --quick --sphere both --out chaos-out --workers 2
@@ -45,11 +48,14 @@ def register(subparsers) -> argparse.ArgumentParser:
                      full_help="full preset: N up to 2^16 on S^1 and 2^14 on S^2, 32 replicas (hours)")
     p.add_argument("--sphere", choices=("1", "2", "both"), default="both", help="S^1, S^2 or both")
     p.add_argument("--replicas", type=int, default=None, help="override the preset's number of replicas")
+    p.add_argument("--no-long", action="store_true",
+                   help="skip the long-horizon part (T = 2 and 8, characteristics scheme as the reference); with it, "
+                        "--store keeps the sub-stores DIR/chaos and DIR/long")
     p.set_defaults(func=main)
     return p
 
 
 def main(args) -> int:
     """Run the study, write tables/figures/summary/config, print the results and where they are."""
-    cfg = chaos.config(args.preset, args.sphere, replicas=args.replicas)
-    return run_study_command(args, chaos, cfg, substores=False, analyse_kwargs={"control": True})
+    cfg = chaos.config(args.preset, args.sphere, replicas=args.replicas, long=not args.no_long)
+    return run_study_command(args, chaos, cfg, substores="long" in cfg, analyse_kwargs={"control": True})

@@ -81,11 +81,24 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from .._common import run_parts
-from ._analysis import CHAOS_POWER, CONTROLS, ChaosReport, analyse, analyse_chaos, chaos_frame, iid_w2_control, theory_slopes
+from ._analysis import (
+    CHAOS_POWER,
+    CONTROLS,
+    ChaosReport,
+    LongReport,
+    analyse,
+    analyse_chaos,
+    analyse_long,
+    chaos_frame,
+    iid_w2_control,
+    long_frame,
+    replica_slopes,
+    theory_slopes,
+)
 from ._controls import cell_density_sampler, difference_w2_bound
-from ._presets import ERRORS, PRESETS, config, parse_spheres
-from ._report import console_summary, resolved_config, summary_markdown, write_outputs
-from ._tasks import build, chaos_replica, chaos_study
+from ._presets import ERRORS, LONG_PRESETS, PRESETS, config, parse_spheres
+from ._report import console_summary, long_summary_markdown, resolved_config, summary_markdown, write_long_outputs, write_outputs
+from ._tasks import build, chaos_long_replica, chaos_replica, chaos_study
 
 #: The analysed study (the common name of the report class of every study).
 Report = ChaosReport
@@ -93,7 +106,7 @@ Report = ChaosReport
 write_chaos_outputs = write_outputs
 
 # task functions are recorded in result stores as ``module:qualname``: keep the public path
-chaos_replica.__module__ = __name__
+chaos_replica.__module__ = chaos_long_replica.__module__ = __name__
 
 __all__ = [
     "PRESETS",
@@ -121,11 +134,20 @@ __all__ = [
     "parse_spheres",
     "theory_slopes",
     "iid_w2_control",
+    "LONG_PRESETS",
+    "LongReport",
+    "chaos_long_replica",
+    "long_frame",
+    "analyse_long",
+    "long_summary_markdown",
+    "write_long_outputs",
+    "replica_slopes",
 ]
 
 
 def run(preset: str = "quick", spheres="both", *, replicas: int | None = None, root_seed: int = 0,
-        overrides: Mapping | None = None, n_boot: int = 2000, control: bool = True, **execution) -> ChaosReport:
+        overrides: Mapping | None = None, n_boot: int = 2000, control: bool = True, long: bool = True,
+        **execution) -> ChaosReport:
     """Build, run (:func:`meanfield.runner.run_study`) and analyse the chaos study.
 
     Parameters
@@ -136,6 +158,10 @@ def run(preset: str = "quick", spheres="both", *, replicas: int | None = None, r
         Bootstrap resamples of the rate tables.
     control : bool
         Accepted for compatibility; the W_2 controls are computed by every task.
+    long : bool
+        Also run the long-horizon part (:func:`chaos_long_replica`, horizons up to T = 8 with the
+        characteristics scheme as the reference; ``report.long``). With it, a ``store`` gets the
+        sub-stores ``chaos`` and ``long``.
     **execution
         Keyword arguments of :func:`meanfield.runner.run_study` (``executor``, ``workers``,
         ``scheduler``, ``store``, ``resume``, ``progress``, ...); failed tasks raise.
@@ -149,9 +175,10 @@ def run(preset: str = "quick", spheres="both", *, replicas: int | None = None, r
     >>> report = run("quick", workers=2, store="results/chaos")  # doctest: +SKIP
     >>> report.summaries[1]  # doctest: +SKIP
     """
-    cfg = config(preset, spheres, replicas=replicas, overrides=overrides)
+    cfg = config(preset, spheres, replicas=replicas, overrides=overrides, long=long)
     execution.setdefault("raise_on_failure", True)
-    results, seconds = run_parts(build(cfg, root_seed), substores=False, **execution)
+    studies = build(cfg, root_seed)
+    results, seconds = run_parts(studies, substores=len(studies) > 1, **execution)
     return analyse(results, cfg, n_boot=n_boot, control=control, seconds=seconds)
 
 

@@ -127,6 +127,8 @@ class ChaosReport:
         Wall time of the run per part.
     power : float
         The power threshold used for the verdicts.
+    long : LongReport or None
+        The long-horizon part (:func:`analyse_long`) when it ran.
     """
 
     result: object
@@ -138,6 +140,7 @@ class ChaosReport:
     control: dict | None = None
     seconds: dict | None = None
     power: float = CHAOS_POWER
+    long: object = None
 
     @property
     def spheres(self) -> tuple[int, ...]:
@@ -352,4 +355,188 @@ def analyse(results, cfg: dict | None = None, *, n_boot: int = 2000, seed: int =
     result = results["chaos"] if isinstance(results, dict) else results
     report = analyse_chaos(result, n_boot=n_boot, seed=seed, power=power)
     report.seconds = dict(seconds or {})
+    if isinstance(results, dict) and results.get("long") is not None:
+        report.long = analyse_long(results["long"], n_boot=n_boot, seed=seed)
     return report
+
+
+# ----------------------------------------------------------------------------------------
+# long horizons (characteristics reference)
+# ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class LongReport:
+    """Analysed long-horizon part of the chaos study (:func:`chaos_long_replica`).
+
+    Attributes
+    ----------
+    result : meanfield.runner.StudyResult
+    frame : DataFrame
+        One row per (sphere, horizon, replica, N): ``coupling, w2, observable``.
+    tables : dict of (sphere, horizon) to DataFrame
+        Three-way rate tables (:func:`meanfield.reporting.rate_table`, ``verdicts="three-way"``).
+    summaries : dict of (sphere, horizon) to DataFrame
+        :func:`meanfield.reporting.slope_summary` of each table.
+    rates : DataFrame
+        All summaries stacked, with ``sphere`` and ``T`` columns.
+    spde_check : DataFrame
+        Per (sphere, T, error): the reference's own error (the same replica with 2M nodes;
+        largest over replicas), the mean particle error and its replica standard deviation at
+        the largest N, and whether the former lies below both. Where it does not, the
+        verdicts of that cell in ``tables``, ``summaries``, ``rates`` and ``replica_slopes`` are
+        set to inconclusive (column ``reference_resolved``).
+    diagnostics : DataFrame
+        Per (sphere, T): variance of ρ_T, unresolved mass, area defect, nodes, wall times.
+    """
+
+    result: object
+    frame: pd.DataFrame
+    tables: dict
+    summaries: dict
+    rates: pd.DataFrame
+    spde_check: pd.DataFrame
+    diagnostics: pd.DataFrame
+    replica_slopes: pd.DataFrame | None = None
+
+
+def replica_slopes(frame: pd.DataFrame, *, ci: float = 0.95, power: float = 0.5) -> pd.DataFrame:
+    """Per-replica log–log slopes of each error against N, summarised over replicas.
+
+    On one noise path the error behaves like C(path) N^(-1/2), and C(path) varies by orders of
+    magnitude between paths once the tokens synchronise, so the replica mean is carried by one
+    or two paths. Fitting log e_r(N) on log N within each replica r removes C(path); the mean of
+    these slopes with its t-interval over replicas is the replica-spread yardstick of the rate
+    itself. Verdict (three-way): inconclusive if fewer than 3 replicas or the interval's
+    half-width exceeds ``power`` × |theory|; consistent if the theory band (theory ± tolerance,
+    :func:`theory_slopes`) meets the interval; else inconsistent.
+
+    Returns
+    -------
+    DataFrame
+        ``sphere, T, error, replicas, slope_mean, slope_sd, ci_low, ci_high, theory_slope,
+        tolerance, verdict``.
+    """
+    from scipy import stats
+
+    rows = []
+    for (sphere, T), sub in frame.groupby(["sphere", "T"], sort=True):
+        w2n = sub.loc[np.isfinite(sub["w2"]), "N"]
+        slopes_th, tol = theory_slopes(int(sphere), int(w2n.min()) if len(w2n) else 2)
+        for err in ERRORS:
+            per = []
+            for _, rep in sub.groupby("replica"):
+                ok = np.isfinite(rep[err]) & (rep[err] > 0)
+                if ok.sum() >= 2 and rep.loc[ok, "N"].nunique() >= 2:
+                    per.append(np.polyfit(np.log(rep.loc[ok, "N"]), np.log(rep.loc[ok, err]), 1)[0])
+            per = np.asarray(per)
+            n = per.size
+            mean = float(per.mean()) if n else float("nan")
+            sd = float(per.std(ddof=1)) if n > 1 else float("nan")
+            half = float(stats.t.ppf((1 + ci) / 2, n - 1) * sd / np.sqrt(n)) if n > 1 else float("nan")
+            th, tl = slopes_th[err], tol[err]
+            if n < 3 or not np.isfinite(half) or half > power * abs(th):
+                verdict = "inconclusive"
+            elif mean - half - tl <= th <= mean + half + tl:
+                verdict = "consistent"
+            else:
+                verdict = "inconsistent"
+            rows.append({"sphere": int(sphere), "T": float(T), "error": err, "replicas": n, "slope_mean": mean,
+                         "slope_sd": sd, "ci_low": mean - half, "ci_high": mean + half, "theory_slope": th,
+                         "tolerance": tl, "verdict": verdict})
+    return pd.DataFrame(rows)
+
+
+def long_frame(result) -> pd.DataFrame:
+    """Long table of a long-horizon chaos result: one row per (sphere, T, replica, N)."""
+    rows = []
+    for i, row in enumerate(result.frame.itertuples(index=False)):
+        Ns, hs = result.arrays["Ns"][i], result.arrays["horizons"][i]
+        for a, T in enumerate(hs):
+            for k, N in enumerate(Ns):
+                rows.append({"sphere": int(row.sphere), "T": float(T), "replica": int(row.replica), "N": int(N),
+                             **{e: float(result.arrays[e][i][a][k]) for e in ERRORS}})
+    return pd.DataFrame(rows, columns=["sphere", "T", "replica", "N", *ERRORS])
+
+
+def analyse_long(result, *, n_boot: int = 2000, seed: int = 0) -> LongReport:
+    """Three-way rate tables per (sphere, horizon), the reference check and diagnostics of the long part.
+
+    Theory slopes and tolerances as for the short horizons (:func:`theory_slopes`); verdicts
+    by :func:`meanfield.reporting.verdict` (inconclusive when a point is unresolved, when the
+    studentized slope interval is wider than ±0.25, or when it and the delta-method interval
+    disagree). The intervals are bootstrap intervals over replicas: the yardstick is the
+    spread of the errors between replicas (independent noise paths and samples), not the
+    sampling scale sd/sqrt(N) of one cloud — the sampling error of the initial cloud moves
+    the whole cluster through attention, so one replica's error is one draw of that shift.
+    """
+    from meanfield.rates import rate_table, slope_summary
+
+    if result.failures:
+        raise RuntimeError(f"{len(result.failures)} long-horizon chaos task(s) failed, first: "
+                           f"{result.failures[0].error}")
+    long = long_frame(result)
+    fr = result.frame
+    A = result.arrays
+    tables, summaries, stacked, checks, diags = {}, {}, [], [], []
+    for (sphere, T), sub in long.groupby(["sphere", "T"], sort=True):
+        w2_rows = sub[np.isfinite(sub["w2"])]
+        n_min_w2 = int(w2_rows["N"].min()) if len(w2_rows) else 2
+        slopes, tol = theory_slopes(int(sphere), n_min_w2)
+        parts = []
+        for err in ERRORS:
+            data = sub if err != "w2" else w2_rows
+            if data["N"].nunique() < 2:
+                continue
+            parts.append(rate_table(data, "N", err, slopes[err], tolerance=tol[err], n_boot=n_boot, seed=seed,
+                                    verdicts="three-way"))
+        table = pd.concat(parts, ignore_index=True)
+        table.attrs["param"] = "N"
+        key = (int(sphere), float(T))
+        tables[key] = table
+        summaries[key] = slope_summary(table)
+        stacked.append(summaries[key].assign(sphere=int(sphere), T=float(T)))
+        idx = fr.index[fr["sphere"] == sphere].to_numpy()
+        a = int(np.argmin(np.abs(np.asarray(A["horizons"][idx[0]]) - T)))
+        nmax = sub["N"].max()
+        at_max = sub[sub["N"] == nmax]
+        for err, col in (("coupling", "spde_coupling"), ("w2", "spde_w2"), ("observable", "spde_observable")):
+            vals = np.array([A[col][i][a] for i in idx], dtype=float)
+            spde_err = float(np.max(vals)) if np.isfinite(vals).any() else float("nan")
+            ref = at_max if err != "w2" else w2_rows[w2_rows["N"] == w2_rows["N"].max()] if len(w2_rows) else at_max
+            mean, sd = float(ref[err].mean()), float(ref[err].std(ddof=1))
+            checks.append({"sphere": int(sphere), "T": float(T), "error": err, "spde_error": spde_err,
+                           "N": int(ref["N"].max()), "particle_mean": mean, "particle_replica_sd": sd,
+                           "ratio_to_sd": spde_err / sd if sd > 0 else float("nan"),
+                           "below": bool(spde_err < min(mean, sd)) if np.isfinite(spde_err) else None})
+        rows = fr.loc[idx]
+        diags.append({
+            "sphere": int(sphere), "T": float(T), "replicas": int(len(idx)), "M": int(rows["M"].max()),
+            "M_check": int(rows["M_check"].max()),
+            "variance_mean": float(np.mean([A["variance"][i][a] for i in idx])),
+            "variance_min": float(np.min([A["variance"][i][a] for i in idx])),
+            "unresolved_mass_max": float(np.max([A["unresolved_mass"][i][a] for i in idx])),
+            "area_defect_max": float(np.max([A["area_defect"][i][a] for i in idx])),
+            "spde_seconds": float(rows["spde_seconds"].mean()),
+            "particle_seconds": float(rows["particle_seconds"].mean()),
+            "coupling_seconds": float(rows["coupling_seconds"].mean()),
+            "w2_seconds": float(rows["w2_seconds"].mean()),
+        })
+    rates = pd.concat(stacked, ignore_index=True)
+    rates = rates[["sphere", "T", *[c for c in rates.columns if c not in ("sphere", "T")]]]
+    slopes = replica_slopes(long)
+    # a cell whose reference error is not below the replica spread of the particle error says
+    # nothing about the N-rate: its verdicts become inconclusive (reference_resolved = False)
+    checks = pd.DataFrame(checks)
+    unresolved = {(r.sphere, r.T, r.error) for r in checks.itertuples(index=False) if r.below is False}
+    for frame_ in (rates, slopes):
+        flag = [(int(a), float(b), c) not in unresolved for a, b, c in zip(frame_["sphere"], frame_["T"],
+                                                                           frame_["error"])]
+        frame_["reference_resolved"] = flag
+        frame_.loc[~frame_["reference_resolved"], "verdict"] = "inconclusive"
+    for (sphere, T), table in tables.items():
+        for err in table["error"].unique():
+            if (sphere, T, err) in unresolved:
+                table.loc[table["error"] == err, "verdict"] = "inconclusive"
+                summaries[(sphere, T)].loc[summaries[(sphere, T)]["error"] == err, "verdict"] = "inconclusive"
+    return LongReport(result, long, tables, summaries, rates, checks, pd.DataFrame(diags), slopes)

@@ -80,6 +80,92 @@ PRESETS: dict[str, dict] = {
 _CONFIG_KEYS = set(PRESETS["quick"]["spheres"]["1"])
 
 
+def _long(**kw) -> dict:
+    return {**_SPHERE_DEFAULTS, "split": False, "check": True, **kw}
+
+
+#: Long-horizon part of each preset (:func:`chaos_long_replica`): per sphere the N values, the
+#: horizons (errors are measured at each), the step, the number ``M`` of nodes of the
+#: characteristics solution (S^2: rounded to 2 n_lat²), the largest N for W_2, ``check``
+#: (solve again with 2M nodes to measure the reference's own error) and ``split`` (adaptive
+#: cell splitting). The characteristics scheme has no degree, so the horizons are not limited
+#: by resolution as those of the push-forward part are; the cost is one node cloud per step
+#: kept in memory (M × 80 bytes per step).
+LONG_PRESETS: dict[str, dict] = {
+    "tiny": {
+        "replicas": 2,
+        "spheres": {
+            "1": _long(Ns=[16, 64, 256], horizons=[1.0, 2.0], dt=0.0625, M=256, w2_max_N=256, check=False),
+            "2": _long(Ns=[16, 64, 256], horizons=[1.0, 2.0], dt=0.0625, M=200, w2_max_N=64, check=False),
+        },
+    },
+    "test": {
+        "replicas": 4,
+        "spheres": {
+            "1": _long(Ns=[64, 256, 1024], horizons=[2.0, 8.0], dt=0.03125, M=1024, w2_max_N=1024),
+            "2": _long(Ns=[64, 256, 1024], horizons=[2.0, 8.0], dt=0.03125, M=1152, w2_max_N=256),
+        },
+    },
+    "quick": {
+        "replicas": 24,
+        "spheres": {
+            "1": _long(Ns=[64, 128, 256, 512, 1024, 2048, 4096], horizons=[2.0, 8.0], dt=0.03125, M=4096,
+                       w2_max_N=4096),
+            "2": _long(Ns=[64, 128, 256, 512, 1024, 2048, 4096], horizons=[2.0, 8.0], dt=0.03125, M=4608,
+                       w2_max_N=512),
+        },
+    },
+    "full": {
+        "replicas": 32,
+        "spheres": {
+            "1": _long(Ns=[2**k for k in range(6, 15)], horizons=[2.0, 8.0], dt=0.015625, M=16384,
+                       w2_max_N=2**14),
+            "2": _long(Ns=[2**k for k in range(6, 14)], horizons=[2.0, 8.0], dt=0.015625, M=18432,
+                       w2_max_N=1024),
+        },
+    },
+}
+
+_LONG_KEYS = set(LONG_PRESETS["quick"]["spheres"]["1"])
+
+
+def _check_long(cfg: Mapping, sphere: int) -> dict:
+    """Checked long-horizon settings of one sphere (see :data:`LONG_PRESETS`)."""
+    cfg = dict(cfg)
+    unknown = set(cfg) - _LONG_KEYS
+    if unknown:
+        raise ValueError(f"unknown long-horizon chaos settings {sorted(unknown)}; allowed: {sorted(_LONG_KEYS)}")
+    missing = _LONG_KEYS - set(cfg)
+    if missing:
+        raise ValueError(f"missing long-horizon chaos settings {sorted(missing)}")
+    Ns = [as_int(n, "N", min_value=2) for n in cfg["Ns"]]
+    if len(set(Ns)) < 2:
+        raise ValueError(f"Ns must hold at least 2 distinct values (a slope needs two points), got {Ns}")
+    cfg["Ns"] = sorted(set(Ns))
+    dt = as_float(cfg["dt"], "dt", min_value=0.0, strict_min=True)
+    hs = sorted({as_float(h, "horizons[]", min_value=0.0, strict_min=True) for h in cfg["horizons"]})
+    if not hs:
+        raise ValueError("horizons is empty")
+    for h in hs:
+        k = round(h / dt)
+        if k < 1 or abs(k * dt - h) > 1e-9 * h:
+            raise ValueError(f"horizon {h} must be a positive multiple of dt = {dt}")
+    cfg["dt"], cfg["horizons"] = dt, hs
+    cfg["M"] = as_int(cfg["M"], "M", min_value=8)
+    cfg["noise_lmax"] = as_int(cfg["noise_lmax"], "noise_lmax", min_value=0)
+    cfg["w2_max_N"] = as_int(cfg["w2_max_N"], "w2_max_N", min_value=0)
+    if sum(n <= cfg["w2_max_N"] for n in cfg["Ns"]) == 1:
+        raise ValueError(f"w2_max_N = {cfg['w2_max_N']} leaves a single N for W_2; allow none or at least two")
+    cfg["beta"] = as_float(cfg["beta"], "beta", min_value=0.0)
+    cfg["kappa"] = as_float(cfg["kappa"], "kappa", min_value=0.0)
+    cfg["obs_lmax"] = as_int(cfg["obs_lmax"], "obs_lmax", min_value=1)
+    cfg["check"], cfg["split"] = bool(cfg["check"]), bool(cfg["split"])
+    if not isinstance(cfg["activation"], str):
+        raise TypeError(f"activation must be a string, got {cfg['activation']!r}")
+    return cfg
+
+
+
 def parse_spheres(spheres) -> tuple[int, ...]:
     """Normalise a sphere selection: ``1``, ``2``, ``"both"`` or a sequence of them -> sorted tuple.
 
@@ -163,8 +249,12 @@ def _check_config(cfg: Mapping, sphere: int) -> dict:
 
 
 def config(preset: str = "quick", spheres="both", *, replicas: int | None = None,
-           overrides: Mapping | None = None) -> dict:
-    """The resolved settings of a chaos run: ``preset``, ``spheres``, ``replicas`` and ``configs``.
+           overrides: Mapping | None = None, long: bool = True, long_overrides: Mapping | None = None) -> dict:
+    """The resolved settings of a chaos run: ``preset``, ``spheres``, ``replicas``, ``configs`` and ``long``.
+
+    ``long`` (with ``long=True``, the default): ``{"replicas", "configs"}`` of the long-horizon
+    part (:data:`LONG_PRESETS`, :func:`chaos_long_replica`), overridden by ``long_overrides``
+    in the same way as ``overrides``; ``replicas`` applies to both parts.
 
     ``configs`` holds the checked settings of *both* spheres of the preset (so a store started
     with one sphere can be resumed with both); ``overrides`` replace settings for both spheres
@@ -188,4 +278,14 @@ def config(preset: str = "quick", spheres="both", *, replicas: int | None = None
         configs[key].update(per_sphere.get(key, {}))
         configs[key] = _check_config(configs[key], int(key))
     reps = base["replicas"] if replicas is None else as_int(replicas, "replicas", min_value=1)
-    return {"preset": preset, "spheres": list(spheres), "replicas": reps, "configs": configs}
+    out = {"preset": preset, "spheres": list(spheres), "replicas": reps, "configs": configs}
+    if long and preset in LONG_PRESETS:
+        lp = copy.deepcopy(LONG_PRESETS[preset])
+        lover = dict(long_overrides or {})
+        lper = {k: lover.pop(k) for k in list(lover) if k in ("1", "2")}
+        for key in lp["spheres"]:
+            lp["spheres"][key].update(lover)
+            lp["spheres"][key].update(lper.get(key, {}))
+            lp["spheres"][key] = _check_long(lp["spheres"][key], int(key))
+        out["long"] = {"replicas": reps if replicas is not None else lp["replicas"], "configs": lp["spheres"]}
+    return out

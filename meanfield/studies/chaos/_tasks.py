@@ -220,21 +220,190 @@ def chaos_replica(params: dict, seed: np.random.SeedSequence) -> dict:
     }
 
 
-def build(cfg: dict, root_seed: int = 0, parts=None) -> dict:
-    """The runner studies of a resolved :func:`config`: ``{"chaos": Study}``.
+def _cloud_paths(x0: np.ndarray, noise, sol, dt: float, n_steps: int, save_steps) -> dict:
+    """X̄ <- Π(X̄ + h v[ρ_n](X̄) + ΔW_n(X̄)) with ρ_n the node cloud of a characteristics solution
+    saved at every step; returns ``{step: X̄}`` at the steps in ``save_steps``."""
+    from meanfield.particles import project
 
-    Grid ``{"sphere": spheres}``, one task per (sphere, replica) running :func:`chaos_replica`;
-    the fixed parameters hold the settings of both spheres. ``parts`` must be None or
-    ``("chaos",)`` (the study has one part).
+    x = np.array(x0, dtype=np.float64, copy=True)
+    out = {}
+    for n in range(n_steps):
+        dw = noise.field(n * dt, (n + 1) * dt)
+        x = project(x + dt * sol.velocity(n, x) + dw(x))
+        if n + 1 in save_steps:
+            out[n + 1] = x.copy()
+    return out
+
+
+def chaos_long_replica(params: dict, seed: np.random.SeedSequence) -> dict:
+    """One replica of the long-horizon chaos study (task function): the characteristics solution as
+    the mean-field reference, every N, errors at every horizon.
+
+    The SPDE solution ρ_t is carried by :func:`meanfield.spde.solve_characteristics` (the
+    push-forward of ρ_0 on ``M`` weighted quadrature nodes moved by the particles' own step
+    map; no degree, so it stays resolved while the tokens synchronise) and saved at every
+    step. The mean-field paths X̄_i start at the particles' X_i(0) and move by the same step
+    map with v[ρ_n] the attention velocity of the node cloud at step n
+    (:meth:`CharacteristicsSolution.velocity`). At each horizon T: (a) the coupling error
+    sqrt(mean_i |X_i(T) - X̄_i(T)|²), (b) W_2(μ^N_T, ρ_T) with ρ_T the weighted node cloud
+    (exact: circle solver on S^1, network simplex on S^2 for N <= ``w2_max_N``), (c) the
+    largest difference of the real harmonic moments of degree 1..``obs_lmax``.
+
+    Parameters
+    ----------
+    params : dict
+        ``sphere`` (1 or 2), ``configs`` (long-horizon settings per sphere, see
+        :data:`LONG_PRESETS`), ``preset``.
+    seed : numpy.random.SeedSequence
+        Noise path: child keyed ``0``; sample for N: child keyed ``(1, N)`` (the keys of
+        :func:`chaos_replica`).
+
+    Returns
+    -------
+    dict
+        Arrays of shape ``(len(horizons), len(Ns))``: ``coupling``, ``w2`` (NaN for
+        N > w2_max_N), ``observable``; ``Ns``, ``horizons``; per horizon ``spde_coupling``
+        (RMS distance of the X̄ paths of the largest N driven by the M and the 2M solutions),
+        ``spde_w2`` (S^1: exact W_2 between the two node clouds; S^2: NaN),
+        ``spde_observable`` (largest moment difference of the two clouds), ``variance``
+        (1 - |E x|² of ρ_T), ``unresolved_mass``, ``area_defect``; scalars ``M``, ``M_check``
+        and the wall times ``spde_seconds``, ``particle_seconds``, ``coupling_seconds``,
+        ``w2_seconds``.
+    """
+    from meanfield.kernels import ActivationKernel
+    from meanfield.noise import NoisePath
+    from meanfield.particles import solve_particles
+    from meanfield.spde import VonMisesFisher, solve_characteristics
+    from meanfield.transport import empirical_moments, wasserstein
+
+    from ._presets import _check_long
+
+    sphere = int(params["sphere"])
+    if sphere not in (1, 2):
+        raise ValueError(f"unknown sphere {sphere!r}")
+    cfg = _check_long(params["configs"][str(sphere)], sphere)
+    d = sphere + 1
+    Ns, horizons, dt, beta = cfg["Ns"], cfg["horizons"], cfg["dt"], cfg["beta"]
+    T = horizons[-1]
+    n_steps = round(T / dt)
+    h_steps = [round(h / dt) for h in horizons]
+    times = np.arange(n_steps + 1) * dt
+    if not isinstance(seed, np.random.SeedSequence):
+        seed = np.random.SeedSequence(seed)
+
+    def child(*key):
+        return np.random.SeedSequence(seed.entropy, spawn_key=(*seed.spawn_key, *key))
+
+    noise = NoisePath(ActivationKernel(cfg["activation"]), d=d, lmax=cfg["noise_lmax"], seed=child(0), t_max=T)
+    mu = np.zeros(d)
+    mu[-1] = 1.0
+    rho0 = VonMisesFisher(mu, cfg["kappa"])
+
+    def solve(M):
+        return solve_characteristics(rho0, noise, beta, times, dt, M=M, split=cfg["split"], tol=None)
+
+    def moments(x, w=None):
+        return empirical_moments(x, None if w is None else w / w.sum(), cfg["obs_lmax"])[1:]
+
+    t0 = time.perf_counter()
+    sol = solve(cfg["M"])
+    spde_seconds = time.perf_counter() - t0
+    clouds = {k: (sol.positions(k), sol.masses(k)) for k in h_steps}
+    diag = [sol.diagnostics(k) for k in h_steps]
+    samples = [rho0.sample(N, seed=child(1, N)) for N in Ns]
+    t0 = time.perf_counter()
+    xbar_all = _cloud_paths(np.concatenate(samples), noise, sol, dt, n_steps, set(h_steps))
+    coupling_seconds = time.perf_counter() - t0
+    variance = [sol.variance(k) for k in h_steps]
+    M0 = int(sol.meta["M"])
+    del sol
+
+    shape = (len(horizons), len(Ns))
+    coupling, observable, w2 = np.empty(shape), np.empty(shape), np.full(shape, np.nan)
+    t_part = t_w2 = 0.0
+    offsets = np.concatenate([[0], np.cumsum(Ns)])
+    for j, (N, x0) in enumerate(zip(Ns, samples)):
+        t0 = time.perf_counter()
+        part = solve_particles(x0, noise, beta, dt, list(horizons))
+        t_part += time.perf_counter() - t0
+        for i, k in enumerate(h_steps):
+            xN = part.x[i]
+            xbar = xbar_all[k][offsets[j] : offsets[j + 1]]
+            nodes, mass = clouds[k]
+            coupling[i, j] = math.sqrt(np.mean(np.sum((xN - xbar) ** 2, axis=1)))
+            observable[i, j] = float(np.max(np.abs(moments(xN) - moments(nodes, mass))))
+            if N <= cfg["w2_max_N"]:
+                t1 = time.perf_counter()
+                w2[i, j] = wasserstein(xN, nodes, None, mass / mass.sum(), p=2)
+                t_w2 += time.perf_counter() - t1
+
+    # error of the reference: the same path and step with about twice the nodes
+    nan = np.full(len(horizons), np.nan)
+    spde_coupling, spde_w2, spde_observable, M_check = nan.copy(), nan.copy(), nan.copy(), 0
+    if cfg["check"]:
+        t0 = time.perf_counter()
+        ref = solve(2 * cfg["M"])
+        spde_seconds += time.perf_counter() - t0
+        M_check = int(ref.meta["M"])
+        t0 = time.perf_counter()
+        xref = _cloud_paths(samples[-1], noise, ref, dt, n_steps, set(h_steps))
+        coupling_seconds += time.perf_counter() - t0
+        for i, k in enumerate(h_steps):
+            xb = xbar_all[k][offsets[-2] :]
+            spde_coupling[i] = math.sqrt(np.mean(np.sum((xb - xref[k]) ** 2, axis=1)))
+            nodes, mass = clouds[k]
+            rn, rm = ref.positions(k), ref.masses(k)
+            spde_observable[i] = float(np.max(np.abs(moments(nodes, mass) - moments(rn, rm))))
+            if d == 2:
+                spde_w2[i] = wasserstein(nodes, rn, mass / mass.sum(), rm / rm.sum(), p=2)
+        del ref
+    return {
+        "Ns": np.asarray(Ns, dtype=np.int64),
+        "horizons": np.asarray(horizons, dtype=np.float64),
+        "coupling": coupling,
+        "w2": w2,
+        "observable": observable,
+        "spde_coupling": spde_coupling,
+        "spde_w2": spde_w2,
+        "spde_observable": spde_observable,
+        "variance": np.asarray(variance),
+        "unresolved_mass": np.array([g["unresolved_mass"] for g in diag]),
+        "area_defect": np.array([g["area_defect"] for g in diag]),
+        "M": M0,
+        "M_check": M_check,
+        "spde_seconds": spde_seconds,
+        "particle_seconds": t_part,
+        "coupling_seconds": coupling_seconds,
+        "w2_seconds": t_w2,
+    }
+
+
+def build(cfg: dict, root_seed: int = 0, parts=None) -> dict:
+    """The runner studies of a resolved :func:`config`: ``{"chaos": Study, "long": Study}``.
+
+    ``chaos``: grid ``{"sphere": spheres}``, one task per (sphere, replica) running
+    :func:`chaos_replica`; the fixed parameters hold the settings of both spheres.
+    ``long`` (when the configuration has long-horizon settings): the same layout with
+    :func:`chaos_long_replica` (characteristics reference, horizons up to T = 8).
+    ``parts`` selects some of them (default: every part the configuration has).
     """
     from meanfield.runner import Study
 
-    if parts is not None and tuple(parts) != ("chaos",):
-        raise ValueError(f"parts must be ('chaos',), got {tuple(parts)}")
-    study = Study(f"chaos-{cfg['preset']}", chaos_replica, grid={"sphere": list(cfg["spheres"])},
-                  replicas=cfg["replicas"], root_seed=root_seed,
-                  fixed={"preset": cfg["preset"], "configs": cfg["configs"]})
-    return {"chaos": study}
+    available = ("chaos", "long") if cfg.get("long") else ("chaos",)
+    parts = available if parts is None else tuple(parts)
+    if not parts or set(parts) - set(available):
+        raise ValueError(f"parts must be a non-empty subset of {available}, got {tuple(parts)}")
+    out = {}
+    if "chaos" in parts:
+        out["chaos"] = Study(f"chaos-{cfg['preset']}", chaos_replica, grid={"sphere": list(cfg["spheres"])},
+                             replicas=cfg["replicas"], root_seed=root_seed,
+                             fixed={"preset": cfg["preset"], "configs": cfg["configs"]})
+    if "long" in parts:
+        lc = cfg["long"]
+        out["long"] = Study(f"chaos-long-{cfg['preset']}", chaos_long_replica, grid={"sphere": list(cfg["spheres"])},
+                            replicas=lc["replicas"], root_seed=root_seed,
+                            fixed={"preset": cfg["preset"], "configs": lc["configs"]})
+    return out
 
 
 def chaos_study(preset: str = "quick", spheres="both", *, replicas: int | None = None, root_seed: int = 0,

@@ -56,6 +56,7 @@ from ._analysis import (
     lyapunov_chi2,
     lyapunov_table,
     noise_lambda1,
+    spde_rates,
     spde_table,
 )
 from ._lyapunov import LyapunovEstimate, lyapunov_estimate, tangent_lyapunov
@@ -113,6 +114,7 @@ __all__ = [
     "make_energy_study",
     "make_spde_study",
     "spde_table",
+    "spde_rates",
     "lyapunov_table",
     "energy_rates",
     "fit_decay_rate",
@@ -148,6 +150,7 @@ def run(preset: str = "quick", *, config: dict | None = None, root_seed: int = 0
     cfg = config if config is not None else _presets.config(preset)
     _presets._check_lyapunov(cfg["lyapunov"])
     _presets._check_energy(cfg["energy"])
+    _presets._check_spde(cfg["spde"])
     execution.setdefault("raise_on_failure", True)
     results, seconds = run_parts(build(cfg, root_seed, parts), **execution)
     return analyse(results, cfg, seconds=seconds, preset=None if config is not None else preset)

@@ -27,8 +27,9 @@ PRESETS: dict[str, dict] = {
                      "n_tokens": 1024, "n_steps": 16, "levels": 3, "n_replicas": 6},
         "energy": {"d": 3, "N": 32, "T": 12.0, "dt": 2.0**-5, "save_every": 0.5, "lmax": 8, "betas": [0.0, 4.0],
                    "noise_only": True, "replicas": 8, "t_fit": 3.0, "activation": "relu"},
-        "spde": {"d": 3, "beta": 1.0, "lmax": 32, "noise_lmax": 8, "dt": 2.0**-5, "T": 0.5, "save_every": 0.125,
-                 "N": 1024, "kappa0": 2.0, "activation": "relu", "replicas": 1},
+        "spde": {"d": 3, "betas": [1.0], "noise_only": False, "n_lat": 12, "split": False, "check": False,
+                 "noise_lmax": 4, "dt": 2.0**-4, "T": 2.0, "save_every": 0.25, "N": 256, "kappa0": 2.0,
+                 "activation": "relu", "replicas": 3, "t_fit": 0.5},
     },
     "quick": {
         "lyapunov": {"activations": ["relu", "tanh", "erf(sw=2)", "linear"],
@@ -37,8 +38,9 @@ PRESETS: dict[str, dict] = {
         "energy": {"d": 3, "N": 64, "T": 24.0, "dt": 2.0**-5, "save_every": 0.5, "lmax": 8,
                    "betas": [0.0, 1.0, 4.0, 10.0], "noise_only": True, "replicas": 16, "t_fit": 4.0,
                    "activation": "relu"},
-        "spde": {"d": 3, "beta": 1.0, "lmax": 64, "noise_lmax": 8, "dt": 2.0**-6, "T": 0.5, "save_every": 0.0625,
-                 "N": 4096, "kappa0": 2.0, "activation": "relu", "replicas": 2},
+        "spde": {"d": 3, "betas": [0.0, 1.0, 4.0], "noise_only": True, "n_lat": 64, "split": False, "check": True,
+                 "noise_lmax": 8, "dt": 2.0**-5, "T": 8.0, "save_every": 0.25, "N": 2048, "kappa0": 2.0,
+                 "activation": "relu", "replicas": 8, "t_fit": 2.0},
     },
     "full": {
         "lyapunov": {"activations": ["relu", "tanh", "erf(sw=2)", "linear"],
@@ -47,8 +49,9 @@ PRESETS: dict[str, dict] = {
         "energy": {"d": 3, "N": 128, "T": 32.0, "dt": 2.0**-6, "save_every": 0.5, "lmax": 12,
                    "betas": [0.0, 1.0, 2.0, 4.0, 10.0], "noise_only": True, "replicas": 48, "t_fit": 4.0,
                    "activation": "relu"},
-        "spde": {"d": 3, "beta": 1.0, "lmax": 64, "noise_lmax": 8, "dt": 2.0**-7, "T": 1.0, "save_every": 0.125,
-                 "N": 16384, "kappa0": 2.0, "activation": "relu", "replicas": 4},
+        "spde": {"d": 3, "betas": [0.0, 1.0, 2.0, 4.0], "noise_only": True, "n_lat": 96, "split": True,
+                 "check": True, "noise_lmax": 8, "dt": 2.0**-6, "T": 12.0, "save_every": 0.25, "N": 4096,
+                 "kappa0": 2.0, "activation": "relu", "replicas": 24, "t_fit": 2.0},
     },
 }
 
@@ -70,6 +73,7 @@ def config(preset: str = "quick", **overrides) -> dict:
     cfg = preset_config(PRESETS, preset, overrides)
     _check_lyapunov(cfg["lyapunov"])
     _check_energy(cfg["energy"])
+    _check_spde(cfg["spde"])
     return cfg
 
 
@@ -111,6 +115,29 @@ def _check_energy(c: dict) -> None:
     if not betas:
         raise ValueError("betas is empty")
     as_int(c["replicas"], "replicas", min_value=3)
+    t_fit = as_float(c["t_fit"], "t_fit", min_value=0.0)
+    if t_fit >= T - 2 * save:
+        raise ValueError(f"t_fit = {t_fit} leaves fewer than 3 saved times before T = {T}")
+
+
+def _check_spde(c: dict) -> None:
+    """Settings of the SPDE-energy part (:func:`spde_energy_task`)."""
+    as_int(c["d"], "d", min_value=2, max_value=3)
+    as_int(c["n_lat"], "n_lat", min_value=2)
+    as_int(c["N"], "N", min_value=2)
+    as_int(c["noise_lmax"], "noise_lmax", min_value=0)
+    as_float(c["kappa0"], "kappa0", min_value=0.0)
+    T = as_float(c["T"], "T", min_value=0.0, strict_min=True)
+    dt = as_float(c["dt"], "dt", min_value=0.0, strict_min=True)
+    save = as_float(c["save_every"], "save_every", min_value=0.0, strict_min=True)
+    for num, den, what in ((T, save, "T / save_every"), (save, dt, "save_every / dt")):
+        k = round(num / den)
+        if k < 1 or abs(k * den - num) > 1e-9 * num:
+            raise ValueError(f"{what} must be a positive integer, got {num / den:.6g}")
+    betas = [as_float(b, "betas[]", min_value=0.0) for b in c["betas"]]
+    if not betas and not c["noise_only"]:
+        raise ValueError("betas is empty and noise_only is off: nothing to run")
+    as_int(c["replicas"], "replicas", min_value=2)
     t_fit = as_float(c["t_fit"], "t_fit", min_value=0.0)
     if t_fit >= T - 2 * save:
         raise ValueError(f"t_fit = {t_fit} leaves fewer than 3 saved times before T = {T}")

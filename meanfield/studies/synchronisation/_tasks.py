@@ -9,7 +9,7 @@ import numpy as np
 
 from meanfield._validate import as_beta, as_int
 
-from ._presets import ACTIVATIONS, CLUSTER_TOL, _check_energy, _check_lyapunov
+from ._presets import ACTIVATIONS, CLUSTER_TOL, _check_energy, _check_lyapunov, _check_spde
 
 #: The parts of the study, in the order they run.
 PARTS = ("lyapunov", "energy", "spde")
@@ -148,62 +148,90 @@ def signed_gap_energy(x, w, beta: float) -> tuple[float, float]:
 
 
 def spde_energy_task(params: dict, seed: np.random.SeedSequence) -> dict:
-    """E_β and the variance along an SPDE run (push-forward scheme, theory §6(b)) and along N particles
-    drawn from the same initial density on the same noise path and time step.
+    """E_β and the variance along the SPDE solution (characteristics scheme) and along N particles
+    drawn from the same initial density on the same noise path and time step, up to the horizon T.
 
-    Params: ``d`` (3), ``beta``, ``lmax`` (state), ``noise_lmax``, ``dt``, ``T``, ``save_every``, ``N``,
-    ``kappa0`` (von Mises–Fisher concentration of ρ_0 about the north pole), ``activation``.
-    If the SPDE becomes unresolved (the density concentrates: theory §6) the curves stop at
-    the last resolved time, recorded in ``t_resolved``.
+    The SPDE is solved by :func:`meanfield.spde.solve_spde` with ``scheme="characteristics"``
+    (ρ_t carried as the push-forward of ρ_0 on a weighted quadrature cloud moved by the
+    particles' own step map), so it stays resolved while the density synchronises.
+
+    Params: ``d`` (2 or 3), ``beta``, ``attention`` (False: noise only, E_0 = ½ variance),
+    ``n_lat`` (M = 2 n_lat² nodes: Gauss–Legendre rings × 2 n_lat longitudes on S^2, equispaced on S^1),
+    ``split`` (adaptive cell splitting), ``check`` (also solve with about 2M nodes and
+    return its energies), ``noise_lmax``, ``dt``, ``T``, ``save_every``, ``N``, ``kappa0``
+    (von Mises–Fisher concentration of ρ_0 about the last axis), ``activation``.
 
     Returns
     -------
     dict
         Arrays ``t``, ``energy_spde``, ``variance_spde``, ``energy_particles``,
-        ``variance_particles`` (NaN after ``t_resolved`` for the SPDE); scalars
-        ``t_resolved``, ``min_density`` (at the last resolved time).
+        ``variance_particles``, ``energy_spde_2M`` (NaN without ``check``),
+        ``unresolved_mass``, ``area_defect`` (per saved time); scalars ``M``, ``M_check``,
+        ``n_splits``, ``spde_seconds``, ``particle_seconds``.
     """
     from meanfield.attention import gap_energy
     from meanfield.kernels import ActivationKernel
     from meanfield.noise import NoisePath
     from meanfield.particles import solve_particles
-    from meanfield.spde import SPDEResolutionError, VonMisesFisher, solve_spde
+    from meanfield.spde import VonMisesFisher, solve_spde
     from meanfield.sync import order_parameter
 
-    d, T, beta, dt = int(params["d"]), float(params["T"]), float(params["beta"]), float(params["dt"])
+    d, T, dt = int(params["d"]), float(params["T"]), float(params["dt"])
+    beta, att = float(params["beta"]), bool(params.get("attention", True))
     s_noise, s_x = seed.spawn(2)
     noise = NoisePath(ActivationKernel(params["activation"]), d, int(params["noise_lmax"]), seed=s_noise, t_max=T)
     rho0 = VonMisesFisher([0.0] * (d - 1) + [1.0], float(params["kappa0"]))
     ts = np.arange(round(T / params["save_every"]) + 1) * float(params["save_every"])
-    try:
-        sol = solve_spde(rho0, noise, beta, int(params["lmax"]), dt, ts)
-        n_ok = len(sol.times)
-    except SPDEResolutionError as exc:
-        sol = exc.solution
-        n_ok = len(sol.times) - 1  # the last entry is the offending state
-    e_s = np.full(ts.size, np.nan)
-    v_s = np.full(ts.size, np.nan)
-    for i in range(n_ok):
-        nodes, w = sol.quadrature_cloud(i)
-        e_s[i], v_s[i] = signed_gap_energy(nodes, w, beta)
+    n_lat = int(params["n_lat"])
+    split = bool(params.get("split", False))
+
+    def solve(n):
+        size = {"n_lat": n} if d == 3 else {"M": 2 * n * n}
+        return solve_spde(rho0, noise, beta, 4, dt, ts, scheme="characteristics", attention=att, split=split,
+                          tol=None, **size)
+
+    t0 = time.perf_counter()
+    sol = solve(n_lat)
+    spde_seconds = time.perf_counter() - t0
+    e_s = np.array([sol.energy(i, beta) for i in range(len(ts))])
+    v_s = np.array([sol.variance(i) for i in range(len(ts))])
+    diag = [sol.diagnostics(i) for i in range(len(ts))]
+    e_2 = np.full(ts.size, np.nan)
+    m_check = 0
+    if bool(params.get("check", False)):
+        ref = solve(max(n_lat + 1, int(round(n_lat * math.sqrt(2)))))
+        e_2 = np.array([ref.energy(i, beta) for i in range(len(ts))])
+        m_check = int(ref.meta["M"])
+        del ref
     x0 = rho0.sample(int(params["N"]), seed=np.random.default_rng(s_x))
-    part = solve_particles(x0, noise, beta, dt, ts)
+    t0 = time.perf_counter()
+    part = solve_particles(x0, noise, beta, dt, ts, attention="auto" if att else "off")
+    e_p = np.array([gap_energy(x, beta) for x in part.x])
     return {
         "t": ts, "energy_spde": e_s, "variance_spde": v_s,
-        "energy_particles": np.array([gap_energy(x, beta) for x in part.x]),
-        "variance_particles": order_parameter(part.x),
-        "t_resolved": float(ts[n_ok - 1]) if n_ok else 0.0,
-        "min_density": float(sol.min_density(n_ok - 1)) if n_ok else math.nan,
+        "energy_particles": e_p, "variance_particles": order_parameter(part.x),
+        "energy_spde_2M": e_2,
+        "unresolved_mass": np.array([g["unresolved_mass"] for g in diag]),
+        "area_defect": np.array([g["area_defect"] for g in diag]),
+        "M": int(sol.meta["M"]), "M_check": m_check, "n_splits": int(sol.meta["n_splits"]),
+        "spde_seconds": spde_seconds, "particle_seconds": time.perf_counter() - t0,
     }
 
 
 def make_spde_study(config: dict, root_seed: int = 0):
-    """Study of :func:`spde_energy_task` (one grid point, ``replicas`` noise paths)."""
+    """Study of :func:`spde_energy_task` over β (+ a noise-only point), ``seed_by=()``: replica r
+    has the same noise path and particle sample for every β (common random numbers)."""
     from meanfield.runner import Study
 
     c = dict(config)
-    replicas = as_int(c.pop("replicas"), "replicas", min_value=1)
-    return Study("sync-spde", spde_energy_task, grid=None, replicas=replicas, root_seed=root_seed, fixed=c)
+    _check_spde(c)
+    betas, replicas, noise_only = c.pop("betas"), int(c.pop("replicas")), bool(c.pop("noise_only"))
+    c.pop("t_fit")
+    grid = [{"beta": float(b), "attention": True} for b in betas]
+    if noise_only:
+        grid.append({"beta": 0.0, "attention": False})
+    return Study("sync-spde", spde_energy_task, grid=grid, replicas=replicas, root_seed=root_seed, fixed=c,
+                 seed_by=())
 
 
 def make_lyapunov_study(config: dict, root_seed: int = 0):
