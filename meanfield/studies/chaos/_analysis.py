@@ -408,7 +408,7 @@ def replica_slopes(frame: pd.DataFrame, *, ci: float = 0.95, power: float = 0.5)
     or two paths. Fitting log e_r(N) on log N within each replica r removes C(path); the mean of
     these slopes with its t-interval over replicas is the replica-spread yardstick of the rate
     itself. Verdict (three-way): inconclusive if fewer than 3 replicas or the interval's
-    half-width exceeds ``power`` × |theory|; consistent if the theory band (theory ± tolerance,
+    half-width exceeds ``power × |theory|``; consistent if the theory band (theory ± tolerance,
     :func:`theory_slopes`) meets the interval; else inconsistent.
 
     Returns

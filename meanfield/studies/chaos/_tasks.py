@@ -245,7 +245,7 @@ def chaos_long_replica(params: dict, seed: np.random.SeedSequence) -> dict:
     step. The mean-field paths X̄_i start at the particles' X_i(0) and move by the same step
     map with v[ρ_n] the attention velocity of the node cloud at step n
     (:meth:`CharacteristicsSolution.velocity`). At each horizon T: (a) the coupling error
-    sqrt(mean_i |X_i(T) - X̄_i(T)|²), (b) W_2(μ^N_T, ρ_T) with ρ_T the weighted node cloud
+    ``sqrt(mean_i |X_i(T) - X̄_i(T)|²)``, (b) W_2(μ^N_T, ρ_T) with ρ_T the weighted node cloud
     (exact: circle solver on S^1, network simplex on S^2 for N <= ``w2_max_N``), (c) the
     largest difference of the real harmonic moments of degree 1..``obs_lmax``.
 
@@ -266,7 +266,7 @@ def chaos_long_replica(params: dict, seed: np.random.SeedSequence) -> dict:
         (RMS distance of the X̄ paths of the largest N driven by the M and the 2M solutions),
         ``spde_w2`` (S^1: exact W_2 between the two node clouds; S^2: NaN),
         ``spde_observable`` (largest moment difference of the two clouds), ``variance``
-        (1 - |E x|² of ρ_T), ``unresolved_mass``, ``area_defect``; scalars ``M``, ``M_check``
+        (``1 - |E x|²`` of ρ_T), ``unresolved_mass``, ``area_defect``; scalars ``M``, ``M_check``
         and the wall times ``spde_seconds``, ``particle_seconds``, ``coupling_seconds``,
         ``w2_seconds``.
     """
