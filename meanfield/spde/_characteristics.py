@@ -60,7 +60,7 @@ import numpy as np
 from ._char_cells import Cells
 from ._char_maps import Attention, NoiseStep, Step, apply_step, matmat, step_log_det
 from ._char_solution import CharacteristicsError, CharacteristicsSolution
-from ._initial import InitialCondition, Uniform, initial_condition_from_dict
+from ._initial import InitialCondition, as_initial_condition
 from .._validate import as_beta, as_bool, as_float, as_int, as_matrix
 from ..noise import check_noise
 from ..harmonics import sphere_area
@@ -79,16 +79,8 @@ NOISE_EPS = 1e-12
 
 def _initial_density(rho0, d: int):
     """A callable ρ_0(x) (N, d) -> (N,) and a description."""
-    if isinstance(rho0, dict):
-        rho0 = initial_condition_from_dict(rho0, d)
-    if isinstance(rho0, str):
-        if rho0.lower() != "uniform":
-            raise ValueError(f"rho0 = {rho0!r}: the only named initial condition is 'uniform'; "
-                             "use VonMisesFisher(mu, kappa) or Mixture([...], weights)")
-        rho0 = Uniform(d)
+    rho0 = as_initial_condition(rho0, d)
     if isinstance(rho0, InitialCondition):
-        if rho0.d != d:
-            raise ValueError(f"rho0 lives on S^{rho0.d - 1} but the solver runs on S^{d - 1} (d = {d})")
         return rho0.density, rho0.to_dict()
     if callable(rho0):
         return (lambda x: np.asarray(rho0(x), dtype=np.float64)), {"kind": "callable", "repr": repr(rho0)}

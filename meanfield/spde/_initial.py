@@ -497,3 +497,19 @@ def check_resolved(rho0, lmax: int, tol: float = RESOLUTION_TOL, *, d: int | Non
         raise ValueError(f"rho0 = {label} is under-resolved at lmax = {lmax} and no degree up to "
                          f"{max(CALLABLE_DEGREE_CAP, 2 * lmax)} resolves it")
     return need
+
+
+def as_initial_condition(rho0, d: int):
+    """Normalise a ``rho0`` argument: a dict or ``"uniform"`` becomes an :class:`InitialCondition` of S^{d-1}
+    (checked against d); an InitialCondition is checked; anything else (a callable density, an
+    array of coefficients) is returned unchanged for the caller to interpret."""
+    if isinstance(rho0, dict):
+        rho0 = initial_condition_from_dict(rho0, d)
+    if isinstance(rho0, str):
+        if rho0.lower() != "uniform":
+            raise ValueError(f"rho0 = {rho0!r}: the only named initial condition is 'uniform'; "
+                             "use VonMisesFisher(mu, kappa) or Mixture([...], weights) for the others")
+        rho0 = Uniform(d)
+    if isinstance(rho0, InitialCondition) and rho0.d != d:
+        raise ValueError(f"rho0 lives on S^{rho0.d - 1} but the solver runs on S^{d - 1} (d = {d})")
+    return rho0

@@ -13,7 +13,7 @@ from ..attention import required_degree
 from ..noise import check_noise
 from ..sphere import Basis, Grid, basis, check_dimension
 from ._characteristics import solve_characteristics
-from ._initial import InitialCondition, Uniform, check_resolved, initial_condition_from_dict
+from ._initial import InitialCondition, as_initial_condition, check_resolved
 from ._schemes import Problem, get_scheme
 from ._solution import SPDESolution, SPDEResolutionError, tail_fraction
 from ._velocity import Velocity
@@ -48,16 +48,8 @@ def coefficient_degrees(d: int, lmax: int) -> tuple[np.ndarray, np.ndarray]:
 def initial_coefficients(rho0, b: Basis, grid: Grid, neg_tol: float, tail_tol: float | None = None) -> tuple[np.ndarray, dict]:
     """State coefficients of ρ0 at the basis degree and a plain-dict description of ρ0 (validated)."""
     d, lmax = b.d, b.lmax
-    if isinstance(rho0, dict):
-        rho0 = initial_condition_from_dict(rho0, d)
-    if isinstance(rho0, str):
-        if rho0.lower() != "uniform":
-            raise ValueError(f"rho0 = {rho0!r}: the only named initial condition is 'uniform'; "
-                             "use VonMisesFisher(mu, kappa) or Mixture([...], weights) for the others")
-        rho0 = Uniform(d)
+    rho0 = as_initial_condition(rho0, d)
     if isinstance(rho0, InitialCondition):
-        if rho0.d != d:
-            raise ValueError(f"rho0 lives on S^{rho0.d - 1} but the solver runs on S^{d - 1} (d = {d})")
         c = rho0.coefficients(lmax)
         desc = rho0.to_dict()
         vals = rho0.density(grid.points)

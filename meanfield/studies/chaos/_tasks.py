@@ -8,6 +8,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from meanfield._seeds import extend_seed
+
 from ._presets import _check_config, config
 
 
@@ -122,7 +124,7 @@ def chaos_replica(params: dict, seed: np.random.SeedSequence) -> dict:
         seed = np.random.SeedSequence(seed)
 
     def child(*key):
-        return np.random.SeedSequence(seed.entropy, spawn_key=(*seed.spawn_key, *key))
+        return extend_seed(seed, *key)
 
     noise = NoisePath(ActivationKernel(cfg["activation"]), d=d, lmax=cfg["noise_lmax"], seed=child(0), t_max=T)
     mu = np.zeros(d)
@@ -292,7 +294,7 @@ def chaos_long_replica(params: dict, seed: np.random.SeedSequence) -> dict:
         seed = np.random.SeedSequence(seed)
 
     def child(*key):
-        return np.random.SeedSequence(seed.entropy, spawn_key=(*seed.spawn_key, *key))
+        return extend_seed(seed, *key)
 
     noise = NoisePath(ActivationKernel(cfg["activation"]), d=d, lmax=cfg["noise_lmax"], seed=child(0), t_max=T)
     mu = np.zeros(d)
