@@ -13,6 +13,8 @@ import numpy as np
 from scipy import linalg, special
 
 from meanfield.harmonics import legendre_d
+from meanfield.studies.depth._two_point import _chebyshev as chebyshev
+from meanfield.studies.depth._two_point import _coefficients as two_point_coefficients
 
 
 def unit_points(n: int, d: int, rng) -> np.ndarray:
@@ -42,37 +44,6 @@ def euler_one_step_moments(d: int, s2: float, lmax: int, n_nodes: int = 96) -> n
     c = a / np.sqrt(a * a + s2 * r[None, :])
     w = w1[:, None] * wu[None, :]
     return np.tensordot(legendre_d(d, lmax, c), w, axes=([1, 2], [0, 1]))
-
-
-def chebyshev(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Chebyshev–Gauss–Lobatto points on [-1, 1] (descending) and the differentiation matrix."""
-    j = np.arange(n + 1)
-    x = np.cos(math.pi * j / n)
-    c = np.where((j == 0) | (j == n), 2.0, 1.0) * (-1.0) ** j
-    dx = x[:, None] - x[None, :]
-    D = np.outer(c, 1 / c) / (dx + np.eye(n + 1))
-    D -= np.diag(D.sum(axis=1))
-    return x, D
-
-
-def two_point_coefficients(kappa, kappa1: float, d: int, beta: float | None):
-    """Drift b(c) and diffusion a(c) of c = <X, Y> (theory §5.3) as callables.
-
-    b(c) = -(d-1) κ(1) c + (d-2+c²) κ(c) [+ 2(1-c²) e^{βc}/(e^β + e^{βc})],
-    a(c) = 2 (1-c²) (κ(1) - c κ(c)).
-    """
-
-    def b(c):
-        out = -(d - 1) * kappa1 * c + (d - 2 + c * c) * kappa(c)
-        if beta is not None:
-            # e^{βc}/(e^β + e^{βc}) = 1/(1 + e^{β(1-c)}), written to avoid overflow
-            out = out + 2 * (1 - c * c) / (1 + np.exp(beta * (1 - c)))
-        return out
-
-    def a(c):
-        return 2 * (1 - c * c) * (kappa1 - c * kappa(c))
-
-    return b, a
 
 
 def two_point_moments(kappa, kappa1: float, d: int, beta: float | None, c0: float, times, n: int = 96):

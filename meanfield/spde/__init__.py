@@ -91,7 +91,3 @@ __all__ = [
     "CharacteristicsError",
 ]
 
-
-def _resize(c, d: int, lin: int, lout: int):
-    """Former helper: resize state coefficients of S^{d-1} from degree lin to lout (use ``Basis.resize``)."""
-    return basis(d, lin).resize(c, lout)

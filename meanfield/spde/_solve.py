@@ -321,9 +321,11 @@ def solve_spde(
         saved_t.append(float(t_eval[save_ptr]))
         saved_c.append(c.copy())
         save_ptr += 1
+    saved_vals = None  # grid values of a state just checked at a save time: the next step starts from them
     for n in range(n_total):
         ta, tb = t_start + n * dt, t_start + (n + 1) * dt
-        rho_g = grid.synth(c)
+        rho_g = grid.synth(c) if saved_vals is None else saved_vals
+        saved_vals = None
         monitor.check(c, rho_g, ta)
         v = vel.on_grid(grid, c)[0] if attention else None
         c = stepper.step(c, rho_g, v, ta, tb)
@@ -332,7 +334,8 @@ def solve_spde(
         if bar is not None:
             bar.update(1)
         while save_ptr < steps.size and steps[save_ptr] == n + 1:
-            monitor.check(c, grid.synth(c), tb)
+            saved_vals = grid.synth(c) if saved_vals is None else saved_vals
+            monitor.check(c, saved_vals, tb)
             saved_t.append(float(t_eval[save_ptr]))
             saved_c.append(c.copy())
             save_ptr += 1

@@ -131,13 +131,7 @@ _LONG_KEYS = set(LONG_PRESETS["quick"]["spheres"]["1"])
 
 def _check_long(cfg: Mapping, sphere: int) -> dict:
     """Checked long-horizon settings of one sphere (see :data:`LONG_PRESETS`)."""
-    cfg = dict(cfg)
-    unknown = set(cfg) - _LONG_KEYS
-    if unknown:
-        raise ValueError(f"unknown long-horizon chaos settings {sorted(unknown)}; allowed: {sorted(_LONG_KEYS)}")
-    missing = _LONG_KEYS - set(cfg)
-    if missing:
-        raise ValueError(f"missing long-horizon chaos settings {sorted(missing)}")
+    cfg = _exact_keys(cfg, _LONG_KEYS, "long-horizon chaos settings")
     Ns = [as_int(n, "N", min_value=2) for n in cfg["Ns"]]
     if len(set(Ns)) < 2:
         raise ValueError(f"Ns must hold at least 2 distinct values (a slope needs two points), got {Ns}")
@@ -164,6 +158,18 @@ def _check_long(cfg: Mapping, sphere: int) -> dict:
         raise TypeError(f"activation must be a string, got {cfg['activation']!r}")
     return cfg
 
+
+
+def _exact_keys(cfg: Mapping, allowed: set, what: str) -> dict:
+    """``cfg`` as a dict, with exactly the keys ``allowed`` (ValueError naming unknown or missing ones)."""
+    cfg = dict(cfg)
+    unknown = set(cfg) - allowed
+    if unknown:
+        raise ValueError(f"unknown {what} {sorted(unknown)}; allowed: {sorted(allowed)}")
+    missing = allowed - set(cfg)
+    if missing:
+        raise ValueError(f"missing {what} {sorted(missing)}")
+    return cfg
 
 
 def parse_spheres(spheres) -> tuple[int, ...]:
@@ -211,13 +217,7 @@ def parse_spheres(spheres) -> tuple[int, ...]:
 
 
 def _check_config(cfg: Mapping, sphere: int) -> dict:
-    cfg = dict(cfg)
-    unknown = set(cfg) - _CONFIG_KEYS
-    if unknown:
-        raise ValueError(f"unknown chaos settings {sorted(unknown)}; allowed: {sorted(_CONFIG_KEYS)}")
-    missing = _CONFIG_KEYS - set(cfg)
-    if missing:
-        raise ValueError(f"missing chaos settings {sorted(missing)}")
+    cfg = _exact_keys(cfg, _CONFIG_KEYS, "chaos settings")
     Ns = cfg["Ns"]
     if isinstance(Ns, (str, bytes)) or not hasattr(Ns, "__iter__"):
         raise TypeError(f"Ns must be a list of integers, got {Ns!r}")

@@ -18,6 +18,25 @@ from ._presets import _check_config, config
 _W2_MAX_EXACT = 6000
 
 
+def _replica_inputs(cfg: Mapping, d: int, T: float, seed):
+    """The streams of one replica: ``child(*words)`` seeds, the noise path (words 0) and ρ_0 (vMF about e_d).
+
+    Particles of size N are drawn with ``child(1, N)``; both chaos tasks use these words, so a
+    replica sees the same noise path and initial clouds in the short and long parts.
+    """
+    from meanfield.kernels import ActivationKernel
+    from meanfield.noise import NoisePath
+    from meanfield.spde import VonMisesFisher
+
+    def child(*key):
+        return extend_seed(seed, *key)
+
+    noise = NoisePath(ActivationKernel(cfg["activation"]), d=d, lmax=cfg["noise_lmax"], seed=child(0), t_max=T)
+    mu = np.zeros(d)
+    mu[-1] = 1.0
+    return child, noise, VonMisesFisher(mu, cfg["kappa"])
+
+
 def _density_nodes(d: int, n: int):
     from meanfield.transport import circle_quadrature, sphere_quadrature
 
@@ -49,13 +68,13 @@ def _w2_bound_s2(c, c_ref, lmax: int, check_lmax: int, weights, vals, vals_ref) 
     (Kantorovich duality and Cauchy–Schwarz: a 1-Lipschitz f has ||∇f||_{L²} <= sqrt(4π);
     W_2² <= π W_1 because d² <= π d).
     """
-    from meanfield.spde import _resize, coefficient_degrees
+    from meanfield.sphere import basis
 
     tv = 0.5 * float(np.sum(weights * np.abs(vals - vals_ref)))
-    delta = _resize(np.asarray(c), 3, lmax, check_lmax) - np.asarray(c_ref)
-    ell, mult = coefficient_degrees(3, check_lmax)
-    pos = ell > 0
-    h1 = math.sqrt(float(np.sum(mult[pos] * np.abs(delta[pos]) ** 2 / (ell[pos] * (ell[pos] + 1.0)))))
+    delta = basis(3, lmax).resize(np.asarray(c), check_lmax) - np.asarray(c_ref)
+    b = basis(3, check_lmax)
+    pos = b.ell > 0
+    h1 = math.sqrt(float(np.sum(b.energy(delta)[pos] / b.laplacian[pos])))
     w1 = math.sqrt(4 * math.pi) * h1
     return min(math.pi * math.sqrt(tv), math.sqrt(math.pi * w1))
 
@@ -104,10 +123,8 @@ def chaos_replica(params: dict, seed: np.random.SeedSequence) -> dict:
     >>> out["coupling"].shape  # doctest: +SKIP
     (3,)
     """
-    from meanfield.kernels import ActivationKernel
-    from meanfield.noise import NoisePath
     from meanfield.particles import solve_particles
-    from meanfield.spde import VonMisesFisher, solve_spde
+    from meanfield.spde import solve_spde
     from meanfield.transport import density_moments, density_to_cloud, observable_errors, wasserstein
 
     from ._controls import cell_density_sampler, difference_w2_bound
@@ -120,16 +137,7 @@ def chaos_replica(params: dict, seed: np.random.SeedSequence) -> dict:
     Ns, T, dt, beta = cfg["Ns"], cfg["T"], cfg["dt"], cfg["beta"]
     n_steps = round(T / dt)
     times = np.arange(n_steps + 1) * dt
-    if not isinstance(seed, np.random.SeedSequence):
-        seed = np.random.SeedSequence(seed)
-
-    def child(*key):
-        return extend_seed(seed, *key)
-
-    noise = NoisePath(ActivationKernel(cfg["activation"]), d=d, lmax=cfg["noise_lmax"], seed=child(0), t_max=T)
-    mu = np.zeros(d)
-    mu[-1] = 1.0
-    rho0 = VonMisesFisher(mu, cfg["kappa"])
+    child, noise, rho0 = _replica_inputs(cfg, d, T, seed)
 
     t0 = time.perf_counter()
     sol = solve_spde(rho0, noise, beta=beta, lmax=cfg["lmax"], dt=dt, t_eval=times, scheme="pushforward")
@@ -272,10 +280,8 @@ def chaos_long_replica(params: dict, seed: np.random.SeedSequence) -> dict:
         and the wall times ``spde_seconds``, ``particle_seconds``, ``coupling_seconds``,
         ``w2_seconds``.
     """
-    from meanfield.kernels import ActivationKernel
-    from meanfield.noise import NoisePath
     from meanfield.particles import solve_particles
-    from meanfield.spde import VonMisesFisher, solve_characteristics
+    from meanfield.spde import solve_characteristics
     from meanfield.transport import empirical_moments, wasserstein
 
     from ._presets import _check_long
@@ -290,16 +296,7 @@ def chaos_long_replica(params: dict, seed: np.random.SeedSequence) -> dict:
     n_steps = round(T / dt)
     h_steps = [round(h / dt) for h in horizons]
     times = np.arange(n_steps + 1) * dt
-    if not isinstance(seed, np.random.SeedSequence):
-        seed = np.random.SeedSequence(seed)
-
-    def child(*key):
-        return extend_seed(seed, *key)
-
-    noise = NoisePath(ActivationKernel(cfg["activation"]), d=d, lmax=cfg["noise_lmax"], seed=child(0), t_max=T)
-    mu = np.zeros(d)
-    mu[-1] = 1.0
-    rho0 = VonMisesFisher(mu, cfg["kappa"])
+    child, noise, rho0 = _replica_inputs(cfg, d, T, seed)
 
     def solve(M):
         return solve_characteristics(rho0, noise, beta, times, dt, M=M, split=cfg["split"], tol=None)
