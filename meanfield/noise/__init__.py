@@ -22,11 +22,11 @@ A new noise model is a new file: subclass :class:`NoiseSource` (and :class:`Nois
 for its increments); every solver accepts it.
 """
 
-from ._base import NoiseField, NoiseSource, check_noise
+from ._base import NoiseField, NoiseSource, check_noise, noise_dimension
 from ._path import FieldIncrement, NoisePath, noise_path_cost
 from ._random_features import RandomFeatureNoise
 from ._rotation import RotationNoise
 from ._tree import BrownianTree, tree_cost
 
-__all__ = ["NoiseSource", "NoiseField", "check_noise", "BrownianTree", "NoisePath", "FieldIncrement", "RandomFeatureNoise",
+__all__ = ["NoiseSource", "NoiseField", "check_noise", "noise_dimension", "BrownianTree", "NoisePath", "FieldIncrement", "RandomFeatureNoise",
            "RotationNoise", "noise_path_cost", "tree_cost"]

@@ -7,7 +7,7 @@ import numbers
 
 import numpy as np
 
-__all__ = ["NoiseSource", "NoiseField", "check_noise"]
+__all__ = ["NoiseSource", "NoiseField", "check_noise", "noise_dimension"]
 
 
 def field_points(x, d: int, name: str = "x") -> np.ndarray:
@@ -130,3 +130,16 @@ def check_noise(noise, d: int | None = None, *, t_end: float | None = None, name
     if t_end is not None and t_end > noise.t_max * (1 + 1e-12):
         raise ValueError(f"{name} covers [0, {noise.t_max}] but the run needs [0, {t_end}]; "
                          f"build it with t_max >= {t_end}")
+
+
+def noise_dimension(noise, d) -> int:
+    """The ambient dimension of a solver run: ``noise.d`` (checked against ``d`` if given), or ``d``
+    when ``noise`` is None (the deterministic equation, where ``d`` is required)."""
+    if noise is None:
+        if d is None:
+            raise ValueError("d must be given when noise is None (deterministic equation)")
+        return d
+    check_noise(noise)
+    if d is not None and int(d) != int(noise.d):
+        raise ValueError(f"the noise lives in dimension d = {noise.d} but d = {d} was requested")
+    return noise.d

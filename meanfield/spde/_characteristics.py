@@ -62,7 +62,7 @@ from ._char_maps import Attention, NoiseStep, Step, apply_step, matmat, step_log
 from ._char_solution import CharacteristicsError, CharacteristicsSolution
 from ._initial import InitialCondition, as_initial_condition
 from .._validate import as_beta, as_bool, as_float, as_int, as_matrix
-from ..noise import check_noise
+from ..noise import noise_dimension
 from ..harmonics import sphere_area
 from ..particles import step_grid
 
@@ -274,14 +274,7 @@ def solve_characteristics(
     wall0 = _time.perf_counter()
     if noise_map not in ("projected", "flow"):
         raise ValueError(f"noise_map must be 'projected' or 'flow', got {noise_map!r}")
-    if noise is None:
-        if d is None:
-            raise ValueError("d must be given when noise is None (deterministic equation)")
-    else:
-        check_noise(noise)
-        if d is not None and int(d) != int(noise.d):
-            raise ValueError(f"the noise lives in dimension d = {noise.d} but d = {d} was requested")
-        d = noise.d
+    d = noise_dimension(noise, d)
     d = as_int(d, "d", min_value=2)
     if d not in (2, 3):
         raise ValueError(f"the characteristics solver supports d = 2 (S^1) and d = 3 (S^2), got d = {d}")

@@ -10,7 +10,7 @@ import meanfield
 
 from .._validate import as_beta, as_bool, as_float, as_int, as_matrix
 from ..attention import required_degree
-from ..noise import check_noise
+from ..noise import noise_dimension
 from ..sphere import Basis, Grid, basis, check_dimension
 from ._characteristics import solve_characteristics
 from ._initial import InitialCondition, as_initial_condition, check_resolved
@@ -239,15 +239,8 @@ def solve_spde(
         raise ValueError(f"noise_map must be 'projected' or 'flow', got {noise_map!r}")
     attention, noise_on = as_bool(attention, "attention"), as_bool(noise_on, "noise_on")
     progress = as_bool(progress, "progress")
-    if noise is None:
-        noise_on = False
-        if d is None:
-            raise ValueError("d must be given when noise is None (deterministic equation)")
-    else:
-        check_noise(noise)
-        if d is not None and int(d) != int(noise.d):
-            raise ValueError(f"the noise lives in dimension d = {noise.d} but d = {d} was requested")
-        d = noise.d
+    d = noise_dimension(noise, d)
+    noise_on = noise_on and noise is not None
     d = check_dimension(d)
     beta = as_beta(beta)
     b = basis(d, as_int(lmax, "lmax", min_value=1, max_value=2048))
