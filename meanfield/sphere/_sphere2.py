@@ -169,7 +169,6 @@ class S2Grid(Grid):
 
     def __init__(self, basis: S2Basis, n: int | None = None):
         self.basis, self.lmax = basis, basis.lmax
-        self.nthreads = default_threads()
         self.nlat = (3 * self.lmax) // 2 + 2 if n is None else n
         self.nphi = 2 * self.nlat
         theta, wg = _gl_rings(self.nlat)
@@ -196,6 +195,11 @@ class S2Grid(Grid):
         self.weights = np.repeat(wg * 2 * np.pi / self.nphi, self.nphi)
         ell = basis.ell
         self.sqrt_ll = np.sqrt(ell * (ell + 1.0))
+
+    @property
+    def nthreads(self) -> int:
+        # asked at every transform, so that a grid built outside deterministic() obeys it inside
+        return default_threads()
 
     @functools.cached_property
     def loc(self) -> np.ndarray:
