@@ -39,11 +39,10 @@ def deterministic(enabled: bool = True):
 
     Examples
     --------
+    >>> from meanfield import default_threads, deterministic
     >>> with deterministic():
     ...     default_threads()
     1
-    >>> is_deterministic()
-    False
     """
     token = _DETERMINISTIC.set(bool(enabled) or _DETERMINISTIC.get())
     try:
@@ -57,6 +56,7 @@ def is_deterministic() -> bool:
 
     Examples
     --------
+    >>> from meanfield import deterministic, is_deterministic
     >>> with deterministic():
     ...     is_deterministic()
     True
@@ -83,6 +83,7 @@ def default_threads() -> int:
 
     Examples
     --------
+    >>> from meanfield import default_threads
     >>> default_threads() >= 1
     True
     """

@@ -47,7 +47,7 @@ def register(subparsers) -> argparse.ArgumentParser:
                      quick_help="quick preset: N = 2^6..2^12, 8 replicas (the default)",
                      full_help="full preset: N up to 2^16 on S^1 and 2^14 on S^2, 32 replicas (hours)")
     p.add_argument("--sphere", choices=("1", "2", "both"), default="both", help="S^1, S^2 or both")
-    p.add_argument("--replicas", type=int, default=None, help="override the preset's number of replicas")
+    p.add_argument("--replicas", type=int, default=None, help="override the preset's number of replicas (default: the preset's)")
     p.add_argument("--no-long", action="store_true",
                    help="skip the long-horizon part (T = 2 and 8, characteristics scheme as the reference); with it, "
                         "--store keeps the sub-stores DIR/chaos and DIR/long")
