@@ -277,6 +277,7 @@ def _noise_meta(noise) -> dict:
         return {"noise": None, "kappa1": 0.0, "kept_fraction": 1.0}
     return {
         "noise": repr(noise),
+        "sigma": float(noise.sigma),
         "kappa1": float(noise.kappa1),
         "kept_fraction": float(noise.kept_fraction),
         "lmax": noise.describe().get("lmax"),
