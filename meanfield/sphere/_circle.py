@@ -245,8 +245,10 @@ class CircleGrid(Grid):
     def gradient(self, c):
         return [self.synth(ddtheta(c, self.lmax))]
 
-    def divergence(self, comps):
-        return ddtheta(self.analysis(comps[0]), self.lmax)
+    def divergence(self, comps, *, weighted=False):
+        # the nodes have equal weights 2π/M, which the FFT analysis applies itself
+        f = comps[0] * (self.M / (2 * math.pi)) if weighted else comps[0]
+        return ddtheta(self.analysis(f), self.lmax)
 
     def synth_real(self, coeffs, lmax):
         if lmax < self.M // 2:
