@@ -52,6 +52,8 @@ class Scheme(abc.ABC):
 
     name: str
     noise_maps: tuple[str, ...] = ("projected",)
+    #: Accuracy of the non-uniform transforms a step uses (None: grid transforms only, exact).
+    epsilon: float | None = None
 
     def __init__(self, problem: Problem):
         self.p = problem
