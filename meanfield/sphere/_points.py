@@ -66,7 +66,7 @@ class S2Points:
     (e_θ = (z x/r, z y/r, -r), e_φ = (-y/r, x/r, 0); longitude 0 at the poles).
     """
 
-    __slots__ = ("x", "loc", "r", "__weakref__")
+    __slots__ = ("x", "loc", "r", "_frame", "__weakref__")
 
     def __init__(self, x: np.ndarray):
         x = np.ascontiguousarray(x, dtype=np.float64)
@@ -74,6 +74,7 @@ class S2Points:
         self.x = x
         self.loc = np.empty((n, 2))
         self.r = np.empty(n)
+        self._frame = None
         parallel_rows(self._angles, n)
 
     def _angles(self, s: int, e: int) -> None:
@@ -91,6 +92,13 @@ class S2Points:
 
     def __len__(self) -> int:
         return self.x.shape[0]
+
+    def frame(self) -> tuple[np.ndarray, np.ndarray]:
+        """(e_θ, e_φ), each (N, 3), computed once per point set."""
+        if self._frame is None:
+            n = self.x.shape[0]
+            self._frame = (self.tangent(np.ones(n), np.zeros(n)), self.tangent(np.zeros(n), np.ones(n)))
+        return self._frame
 
     def tangent(self, a: np.ndarray, b: np.ndarray, scale: np.ndarray | None = None) -> np.ndarray:
         """Cartesian vectors s (a e_θ + b e_φ), shape (N, 3) (``scale`` s optional, per point)."""

@@ -136,8 +136,7 @@ class S2Basis(Basis):
             qu = ducc0.sht.synthesis_general(alm=np.stack([e2, np.zeros_like(e2)]), spin=2, **kw)
         else:
             qu = np.zeros((2, n))
-        one, zero = np.ones(n), np.zeros(n)
-        et, ep = pts.tangent(one, zero), pts.tangent(zero, one)
+        et, ep = pts.frame()
         htt, hpp, htp = 0.5 * (lap - qu[0]), 0.5 * (lap + qu[0]), -0.5 * qu[1]
         # H = E h E^T with E = [e_θ, e_φ] and h the 2 x 2 frame Hessian
         eh0 = htt[:, None] * et + htp[:, None] * ep
