@@ -14,6 +14,7 @@ import argparse
 
 from meanfield.studies import synchronisation
 
+from . import SUMMARIES
 from ._common import CITATION
 from ._study import run_study_command, study_parser
 
@@ -33,8 +34,8 @@ With --store DIR each part keeps a sub-store: DIR/lyapunov, DIR/energy, DIR/spde
 
 def register(subparsers) -> argparse.ArgumentParser:
     """Add the ``sync`` subcommand and return its parser."""
-    p = study_parser(subparsers, "sync", help="Lyapunov exponents (activation x d) and decay of the gap energy vs "
-                     "beta", description=DESCRIPTION, presets=synchronisation.PRESETS, out_default="sync_results",
+    p = study_parser(subparsers, "sync", help=SUMMARIES["sync"], description=DESCRIPTION,
+                     presets=synchronisation.PRESETS, out_default="sync_results",
                      quick_help="quick preset (the default; a few minutes on 2 cores)", full_help="full preset (long)")
     p.add_argument("--only", choices=("lyapunov", "energy", "spde"), default=None,
                    help="run one part only (default: all three)")

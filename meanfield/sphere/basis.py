@@ -136,12 +136,31 @@ class Grid(abc.ABC):
         """Frame components of the surface gradient ∇_S f on the grid."""
 
     @abc.abstractmethod
-    def divergence(self, comps: list[np.ndarray]) -> np.ndarray:
-        """State coefficients (degree <= lmax) of div_S F for F given by its frame components."""
+    def divergence(self, comps: list[np.ndarray], *, weighted: bool = False) -> np.ndarray:
+        """State coefficients (degree <= lmax) of div_S F for F given by its frame components.
+
+        ``weighted=True``: the components are already multiplied by the quadrature weights
+        (saves a pass when the caller forms a product with the weights anyway).
+        """
+
+    def synth_grad(self, c: np.ndarray, lmax: int, *, grad: bool = True):
+        """Values (Q,) and, with ``grad``, frame components of ∇_S f of the field with state coefficients c
+        of the basis of degree ``lmax`` <= the grid's degree (None without ``grad``).
+
+        A field of low degree costs less than a full-degree synthesis where the grid can exploit it.
+        """
+        cg = basis(self.basis.d, lmax).resize(c, self.basis.lmax)
+        return self.synth(cg), (self.gradient(cg) if grad else None)
 
     @abc.abstractmethod
     def synth_real(self, coeffs: np.ndarray, lmax: int) -> np.ndarray | None:
         """Values (Q, k) of k fields given by real coefficients (k, n_real(lmax)), or None if the grid is too coarse."""
+
+    def synth_real_frame(self, coeffs: np.ndarray, lmax: int) -> list[np.ndarray] | None:
+        """Frame components of the ambient field (d components, real coefficients (d, n_real(lmax))),
+        i.e. :meth:`components` of :meth:`synth_real`; None if the grid is too coarse."""
+        vals = self.synth_real(coeffs, lmax)
+        return None if vals is None else self.components(vals)
 
 
 class Basis(abc.ABC):
