@@ -33,6 +33,7 @@ __all__ = [
     "Kernel",
     "ActivationKernel",
     "SpectralKernel",
+    "ScaledKernel",
     "HarmonicCoefficients",
     "lyapunov_exponent",
     "synchronises",
@@ -311,6 +312,20 @@ class Kernel(abc.ABC):
         """The kernel κ_σ(t) = Σ_{l<=lmax} a_l Z_l(t) kept by a degree-lmax noise field (theory §3)."""
         return SpectralKernel(d, self.harmonic_coefficients(d, lmax).a)
 
+    def scaled(self, factor: float) -> "Kernel":
+        """The kernel c κ (c = ``factor`` >= 0): the covariance of the field sqrt(c) W.
+
+        A noise of strength σ carries σ² κ (:attr:`meanfield.noise.NoiseSource.sigma`).
+
+        Examples
+        --------
+        >>> k = ActivationKernel("relu").scaled(0.25)   # ReLU: κ(1) = κ'(1) = 1/2
+        >>> round(k.kappa1, 12), round(k.dkappa1, 12)
+        (0.125, 0.125)
+        """
+        factor = as_float(factor, "factor", min_value=0.0)
+        return self if factor == 1.0 else ScaledKernel(self, factor)
+
 
 class ActivationKernel(Kernel):
     """Covariance κ of a random Gaussian MLP layer with activation φ (theory §2).
@@ -477,6 +492,56 @@ class ActivationKernel(Kernel):
         return self.scale**2 * self.sigma_w**2 * m
 
 
+class ScaledKernel(Kernel):
+    """c κ for a kernel κ and a constant c >= 0 (:meth:`Kernel.scaled`): every quantity is c times κ's.
+
+    Parameters
+    ----------
+    base : Kernel
+    factor : float, >= 0
+
+    Examples
+    --------
+    >>> k = ScaledKernel(ActivationKernel("tanh"), 4.0)
+    >>> bool(np.isclose(k.kappa(0.3), 4 * ActivationKernel("tanh").kappa(0.3)))
+    True
+    """
+
+    def __init__(self, base: Kernel, factor: float):
+        if not isinstance(base, Kernel):
+            raise TypeError(f"base must be a meanfield.kernels.Kernel, got {type(base).__name__}")
+        self.base = base
+        self.factor = as_float(factor, "factor", min_value=0.0)
+
+    def __repr__(self) -> str:
+        return f"ScaledKernel({self.base!r}, factor={self.factor:g})"
+
+    def kappa(self, t):
+        return self.factor * np.asarray(self.base.kappa(t))
+
+    def dkappa(self, t):
+        return self.factor * np.asarray(self.base.dkappa(t))
+
+    @property
+    def kappa1(self) -> float:
+        return self.factor * float(self.base.kappa1)
+
+    @property
+    def dkappa1(self) -> float:
+        return self.factor * float(self.base.dkappa1)
+
+    def harmonic_coefficients(self, d: int, lmax: int, *, n_panels: int | None = None) -> HarmonicCoefficients:
+        """c times the base kernel's coefficients, quadrature error and truncation."""
+        hc = self.base.harmonic_coefficients(d, lmax, n_panels=n_panels)
+        return HarmonicCoefficients(d=hc.d, lmax=hc.lmax, a=self.factor * hc.a,
+                                    quadrature_error=self.factor * hc.quadrature_error,
+                                    truncation=self.factor * hc.truncation)
+
+    def scaled(self, factor: float) -> Kernel:
+        factor = as_float(factor, "factor", min_value=0.0)
+        return self if factor == 1.0 else ScaledKernel(self.base, self.factor * factor)
+
+
 class SpectralKernel(Kernel):
     """A zonal kernel given by its Funk–Hecke coefficients: κ(t) = Σ_l a_l Z_l(t).
 
@@ -523,6 +588,11 @@ class SpectralKernel(Kernel):
     @property
     def kappa1(self) -> float:
         return float(np.dot(self.a, harmonic_dimension(self.d, self.lmax)) / sphere_area(self.d))
+
+    def scaled(self, factor: float) -> "SpectralKernel":
+        """c κ as a :class:`SpectralKernel` (coefficients c a_l)."""
+        factor = as_float(factor, "factor", min_value=0.0)
+        return self if factor == 1.0 else SpectralKernel(self.d, factor * self.a)
 
 
 def _as_kernel(kernel, name: str = "kernel"):

@@ -54,7 +54,8 @@ class Transformer:
         MLP width m; ``None`` or ``math.inf`` selects the Gaussian-field limit.
     T : float, > 0
         Horizon (depth scale): α1 = T/L, α2 = sqrt(T/L).
-    beta : float, >= 0
+    beta : float
+        Inverse temperature, any real (β < 0 weights distant tokens more).
         Attention inverse temperature.
     kernel : ActivationKernel, optional
         Activation φ, σ_w, σ_b and output scale σ (default ReLU, σ_w = 1, σ_b = 0, σ = 1).

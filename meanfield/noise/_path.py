@@ -83,6 +83,10 @@ class FieldIncrement(NoiseField):
         """
         return self.path.evaluate(x, self.coeffs, epsilon=epsilon)
 
+    def scaled(self, sigma: float) -> "FieldIncrement":
+        """σ ΔW as a FieldIncrement (coefficients times σ), so solvers keep the spectral fast path."""
+        return FieldIncrement(self.path, self.t0, self.t1, sigma * self.coeffs)
+
     def alm(self) -> np.ndarray:
         """S^2 only: the coefficients as ducc0 complex alm, shape (3, (lmax+1)(lmax+2)/2)."""
         if self.path.d != 3:
@@ -110,15 +114,18 @@ class NoisePath(NoiseSource):
         The path lives on [0, t_max].
     max_depth : int, 1..52
         Depth of the Brownian tree (resolution t_max 2^-max_depth).
+    sigma : float, >= 0
+        Noise strength (keyword only, default 1): the field is σ times the one above
+        (:class:`~meanfield.noise.NoiseSource`).
 
     Attributes
     ----------
     a : ndarray (lmax + 1,)
-        Funk–Hecke coefficients of κ.
+        Funk–Hecke coefficients of κ (unit strength).
     kernel : SpectralKernel
-        The truncated covariance κ_σ actually carried by the field.
+        The truncated covariance σ² κ_σ actually carried by the field.
     kappa1 : float
-        κ_σ(1), the pointwise variance per unit time of each component.
+        σ² κ_σ(1), the pointwise variance per unit time of each component.
     kept_fraction : float
         κ_σ(1) / κ(1).
 

@@ -149,8 +149,9 @@ def solve_spde(
         The common noise (:class:`~meanfield.noise.NoisePath`, :class:`~meanfield.noise.RotationNoise`,
         any :class:`~meanfield.noise.NoiseSource`); it fixes d. ``None`` means the deterministic
         equation (give ``d``).
-    beta : float, >= 0
-        Inverse temperature of the attention (> 0 when ``attention`` is on).
+    beta : float
+        Inverse temperature of the attention, any real (β < 0 weights distant tokens more; nonzero
+        when ``attention`` is on).
     lmax : int, >= 1
         Degree of the state. With attention it must be at least
         ``required_degree(d, beta, attention_tol)``.
@@ -264,8 +265,8 @@ def solve_spde(
     if V is not None:
         V = as_matrix(V, "V", d)
     if attention:
-        if beta <= 0:
-            raise ValueError("beta must be > 0 when attention is on (use attention=False for pure noise)")
+        if beta == 0:
+            raise ValueError("beta must be nonzero when attention is on (use attention=False for pure noise)")
         need = required_degree(d, beta, attention_tol)
         if lmax < need:
             raise ValueError(f"lmax = {lmax} is too small for beta = {beta}: the attention convolution needs "

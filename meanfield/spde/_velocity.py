@@ -14,16 +14,21 @@ __all__ = ["Velocity"]
 
 
 def attention_eigen_derivative(d: int, beta: float, lmax: int) -> np.ndarray:
-    """e^{-β} dλ_l/dβ = (2π)^{d/2} β^{1-d/2} [ive(l + d/2, β) + (l/β) ive(l + d/2 - 1, β)]."""
+    """e^{-|β|} dλ_l/dβ = s_l (2π)^{d/2} b^{1-d/2} [ive(l + d/2, b) + (l/b) ive(l + d/2 - 1, b)], b = |β| > 0.
+
+    s_l = 1 for β > 0 and (-1)^{l+1} for β < 0, from λ_l(β) = (-1)^l λ_l(-β).
+    """
+    b = abs(beta)
     ls = np.arange(lmax + 1)
     nu = ls + d / 2 - 1
-    return (2 * math.pi) ** (d / 2) * beta ** (1 - d / 2) * (special.ive(nu + 1, beta) + ls / beta * special.ive(nu, beta))
+    out = (2 * math.pi) ** (d / 2) * b ** (1 - d / 2) * (special.ive(nu + 1, b) + ls / b * special.ive(nu, b))
+    return out if beta > 0 else np.where(ls % 2 == 0, -out, out)
 
 
 class Velocity:
     """Attention velocity v[ρ] = P_x A(x; ρ) from ρ's coefficients.
 
-    With F(x) = e^{-β}(K_β * ρ)(x) = Σ λ_l ρ_lm Y_lm(x) (scaled eigenvalues) extended to R^d
+    With F(x) = e^{-|β|}(K_β * ρ)(x) = Σ λ_l ρ_lm Y_lm(x) (scaled eigenvalues) extended to R^d
     by F(r x) = Σ λ_l(rβ) ρ_lm Y_lm(x), the ambient gradient at ``|x| = 1`` is
     ∇_S F + x β Σ λ_l'(β) ρ_lm Y_lm, and A = V ∇_amb F / (β F). For V = I the radial
     part is removed by P_x, so only ∇_S F / (β F) is computed.
@@ -32,7 +37,7 @@ class Velocity:
     ----------
     d : int
     lmax : int
-    beta : float, > 0
+    beta : float, nonzero
     V : ndarray (d, d) or None
     """
 
@@ -44,7 +49,7 @@ class Velocity:
         self.dlam = attention_eigen_derivative(d, beta, lmax)[ell] if V is not None else None
 
     def on_grid(self, grid: Grid, c: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
-        """Frame components of v[ρ] at the grid nodes, and e^{-β} K_β * ρ there."""
+        """Frame components of v[ρ] at the grid nodes, and e^{-|β|} K_β * ρ there."""
         lc = self.lam * c
         conv = grid.synth(lc)
         g = grid.gradient(lc)
@@ -55,7 +60,7 @@ class Velocity:
         return [gk * inv for gk in g], conv
 
     def at_points(self, c: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """v[ρ](x) (N, d) and e^{-β} K_β * ρ (N,) at unit vectors x (N, d)."""
+        """v[ρ](x) (N, d) and e^{-|β|} K_β * ρ (N,) at unit vectors x (N, d)."""
         lc = self.lam * c
         b = self.basis
         conv = b.evaluate(lc, x)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from meanfield._validate import as_float, as_int
+from meanfield._validate import as_beta, as_float, as_int
 
 from .._presets import preset_config
 
@@ -111,7 +111,7 @@ def _check_energy(c: dict) -> None:
         k = round(num / den)
         if k < 1 or abs(k * den - num) > 1e-9 * num:
             raise ValueError(f"{what} must be a positive integer, got {num / den:.6g}")
-    betas = [as_float(b, "betas[]", min_value=0.0) for b in c["betas"]]
+    betas = [as_beta(b, "betas[]") for b in c["betas"]]
     if not betas:
         raise ValueError("betas is empty")
     as_int(c["replicas"], "replicas", min_value=3)
@@ -134,7 +134,7 @@ def _check_spde(c: dict) -> None:
         k = round(num / den)
         if k < 1 or abs(k * den - num) > 1e-9 * num:
             raise ValueError(f"{what} must be a positive integer, got {num / den:.6g}")
-    betas = [as_float(b, "betas[]", min_value=0.0) for b in c["betas"]]
+    betas = [as_beta(b, "betas[]") for b in c["betas"]]
     if not betas and not c["noise_only"]:
         raise ValueError("betas is empty and noise_only is off: nothing to run")
     as_int(c["replicas"], "replicas", min_value=2)

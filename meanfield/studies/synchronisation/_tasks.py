@@ -123,7 +123,7 @@ def signed_gap_energy(x, w, beta: float) -> tuple[float, float]:
     x : ndarray, shape (n, d)
     w : ndarray, shape (n,)
         Signed weights (not renormalised).
-    beta : float, >= 0
+    beta : float (any real)
 
     Returns
     -------
