@@ -43,7 +43,7 @@ def test_tangential_covariance_is_kappa1(rqf):
     # 4096 disjoint increments at one point: E|P_x ΔW|² = (d-1) κ1 h, E<x,ΔW>² = σ² h, and the two parts uncorrelated
     d, sigma, h, m = 4, 1.5, 2.0**-8, 4096
     noise = rqf["QuadraticFormNoise"](d, sigma=sigma, seed=3, t_max=m * h)
-    assert noise.kappa1 == sigma**2 / 2
+    assert noise.kappa1 == sigma**2 / 2 and noise.describe()["sigma"] == sigma
     x = np.array([[0.5, -0.5, 0.5, 0.5]])
     dw = np.array([noise.field(k * h, (k + 1) * h)(x)[0] for k in range(m)])
     normal = dw @ x[0]
@@ -86,6 +86,11 @@ def test_lyapunov_one_step(rqf, d):
 def test_lyapunov_sigma_scaling(rqf):
     lam, se = rqf["rqf_lyapunov"](3, n_samples=1 << 17, seed=11, sigma=0.5)
     assert abs(lam + 0.25) < 3 * se, (lam, se)
+    # the source's own σ (NoiseSource's keyword) scales its fields: QR products give -σ²
+    make = rqf["QuadraticFormNoise"]
+    est = linear_flow_lyapunov(lambda s: make(3, seed=s, t_max=16.0, sigma=0.5), 3, dt=2.0**-5, t_total=16.0,
+                               n_replicas=8, seed=5)
+    assert abs(est.z_score(-0.25)) < 3, (est.sphere, est.sphere_se)
 
 
 def test_lyapunov_spectrum_of_the_source_fields(rqf):
