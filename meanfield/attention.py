@@ -10,9 +10,9 @@ convolution is diagonal in spherical harmonics with Funk–Hecke eigenvalues
     λ_l = (2π)^{d/2} β^{1 - d/2} I_{l + d/2 - 1}(β)
         (S^2: 4π i_l(β), modified spherical Bessel;  S^1: 2π I_k(β)),
 
-returned here scaled by e^{-|β|} (:func:`attention_eigenvalues`), which cancels in the
+returned here scaled by e^{-abs(β)} (:func:`attention_eigenvalues`), which cancels in the
 log-gradient and avoids overflow. β may have either sign: β < 0 (softmax weights favouring distant tokens) has
-λ_l(β) = (-1)^l λ_l(|β|), because ``t^{-ν} I_ν(t)`` is even in t (I_k(-t) = (-1)^k I_k(t)).
+λ_l(β) = (-1)^l λ_l(abs(β)), because ``t^{-ν} I_ν(t)`` is even in t (I_k(-t) = (-1)^k I_k(t)).
 """
 
 from __future__ import annotations
@@ -122,12 +122,12 @@ def attention_velocity(x, beta: float, **kwargs) -> np.ndarray:
 
 
 def attention_eigenvalues(d: int, beta: float, lmax: int) -> np.ndarray:
-    """Funk–Hecke eigenvalues of the kernel e^{β<x,y>}, scaled by e^{-|β|} (theory §4).
+    """Funk–Hecke eigenvalues of the kernel e^{β<x,y>}, scaled by e^{-abs(β)} (theory §4).
 
-    e^{-|β|} λ_l(β) = s_l (2π)^{d/2} b^{1-d/2} ive(l + d/2 - 1, b), b = |β|, l = 0..lmax, with
+    e^{-abs(β)} λ_l(β) = s_l (2π)^{d/2} b^{1-d/2} ive(l + d/2 - 1, b), b = abs(β), l = 0..lmax, with
     s_l = 1 for β >= 0 and s_l = (-1)^l for β < 0 (λ_l(-b) = (-1)^l λ_l(b): ``t^{-ν} I_ν(t)``
     is even). At β = 0, λ_0 = ``|S^{d-1}|`` and λ_l = 0 for l > 0. On S^2 this is
-    4π i_l(β) e^{-|β|}; on S^1, 2π I_k(β) e^{-|β|}. The scaling makes
+    4π i_l(β) e^{-abs(β)}; on S^1, 2π I_k(β) e^{-abs(β)}. The scaling makes
     ``Σ_l |e^{-|β|} λ_l| Z_l(1) = 1`` (the kernel at ``<x,y> = ±1``, where it is largest).
 
     Examples
@@ -155,19 +155,19 @@ def attention_eigenvalues(d: int, beta: float, lmax: int) -> np.ndarray:
 def required_degree(d: int, beta: float, tol: float = 1e-10, *, lmax_cap: int = 4096) -> int:
     """Smallest degree L at which the spectral attention velocity is accurate to ``tol`` for every μ.
 
-    Write τ for the part of K_β * μ beyond degree L and b = |β|. For a probability measure
+    Write τ for the part of K_β * μ beyond degree L and b = abs(β). For a probability measure
     ``|Σ_m μ_lm Y_lm(x)| <= Z_l(1)``, Bernstein's inequality gives ``|∇_S Σ_m μ_lm Y_lm| <= l Z_l(1)``,
     ``K_β * μ >= e^{-b}`` and ``|v| <= 1``. To first order in τ the velocity error
     ``|∇τ - β v τ| / (|β| K_β*μ)`` is therefore at most
 
-        e^{2b} Σ_{l>L} |e^{-b} λ_l| Z_l(1) (l + b) / b,
+        e^{2b} Σ_{l>L} abs(e^{-b} λ_l) Z_l(1) (l + b) / b,
 
     which also bounds the relative error of K_β * μ itself. The sum decays
     super-exponentially once l > β. The result is an absolute bound on the velocity
     error (``|v| <= 1``); it is a worst case (a Dirac opposite the query point). Floating
-    point adds about ε Σ_l |e^{-b}λ_l| Z_l(1)(l+b)/b / (e^{-b}K_β*μ)(x) at each point, which
+    point adds about ε Σ_l abs(e^{-b}λ_l) Z_l(1)(l+b)/b / (e^{-b}K_β*μ)(x) at each point, which
     can exceed ``tol`` far from the tokens when b is large (e^{-b}K_β*μ >= e^{-2b}); the
-    bound and the degree depend on β through b = |β| only (|λ_l(β)| = λ_l(|β|)).
+    bound and the degree depend on β through b = abs(β) only (abs(λ_l(β)) = λ_l(abs(β))).
 
     Examples
     --------
@@ -246,7 +246,7 @@ def convolution_velocity(coeffs: np.ndarray, beta: float, x, *, d: int, lmax: in
     """Attention velocity of a measure given by its harmonic coefficients (theory §4, Q = K = V = I).
 
     v[ρ](x) = β^{-1} ∇_S (K_β * ρ)(x) / (K_β * ρ)(x), with (K_β * ρ)_lm = λ_l ρ_lm and the
-    e^{-|β|} scaling of :func:`attention_eigenvalues` (it cancels in the ratio).
+    e^{-abs(β)} scaling of :func:`attention_eigenvalues` (it cancels in the ratio).
 
     Parameters
     ----------
@@ -268,7 +268,7 @@ def convolution_velocity(coeffs: np.ndarray, beta: float, x, *, d: int, lmax: in
     velocity : ndarray, shape (N, d)
         Tangent vectors v[ρ](x_i).
     conv : ndarray, shape (N,)
-        e^{-|β|} (K_β * ρ)(x_i), the (scaled) softmax denominator.
+        e^{-abs(β)} (K_β * ρ)(x_i), the (scaled) softmax denominator.
     """
     beta = as_beta(beta, nonzero=True)
     x = as_real_array(x, "x", finite=False)

@@ -3,15 +3,15 @@
 For Q = K = V = I the attention velocity of a (weighted) empirical measure
 μ^N = Σ_j w_j δ_{x_j} (Σ_j w_j = 1) is the log-gradient of a zonal convolution,
 
-    v(x) = P_x A(x; μ^N) = β^{-1} ∇_S log g(x),      g(x) = e^{-|β|} ∫ e^{β<x,y>} μ^N(dy),
+    v(x) = P_x A(x; μ^N) = β^{-1} ∇_S log g(x),      g(x) = e^{-abs(β)} ∫ e^{β<x,y>} μ^N(dy),
 
-and g is diagonal in spherical harmonics, g_lm = (e^{-|β|} λ_l) μ_lm (Funk–Hecke, see
+and g is diagonal in spherical harmonics, g_lm = (e^{-abs(β)} λ_l) μ_lm (Funk–Hecke, see
 :func:`meanfield.attention.attention_eigenvalues`). The spectral evaluator therefore
 
 1. computes the empirical coefficients μ_lm = Σ_j w_j conj(Y_lm(x_j)) by ONE adjoint
    non-uniform transform at the tokens (S^2: ``ducc0.sht.experimental.adjoint_synthesis_general``;
    S^1: a type-1 NUFFT ``ducc0.nufft.nu2u``),
-2. multiplies by e^{-|β|} λ_l, l <= L,
+2. multiplies by e^{-abs(β)} λ_l, l <= L,
 3. synthesises g and ∇_S g at the tokens (S^2: ``synthesis_general`` with spin 0 and with
    ``mode='DERIV1'``; S^1: one type-2 NUFFT ``ducc0.nufft.u2nu`` that returns g + i g'),
 
@@ -21,10 +21,10 @@ which costs O(N log(1/ε) + L² log L) instead of the O(N²) of the direct sum
 Accuracy (what ``tol`` means)
 -----------------------------
 ``tol`` bounds the absolute error ``max_i |v_spec(x_i) - v(x_i)|``; since ``|A| <= 1`` this is an error
-relative to the natural velocity scale 1. Write b = |β|. Two sources contribute, each given half of ``tol``:
+relative to the natural velocity scale 1. Write b = abs(β). Two sources contribute, each given half of ``tol``:
 
-* truncation at degree L. With t_0(L) = Σ_{l>L} |e^{-b} λ_l| Z_l(1) and
-  t_1(L) = Σ_{l>L} |e^{-b} λ_l| sqrt(l(l+d-2)) Z_l(1) (bounds of the tail of g and of ∇_S g,
+* truncation at degree L. With t_0(L) = Σ_{l>L} abs(e^{-b} λ_l) Z_l(1) and
+  t_1(L) = Σ_{l>L} abs(e^{-b} λ_l) sqrt(l(l+d-2)) Z_l(1) (bounds of the tail of g and of ∇_S g,
   by the addition theorem and Cauchy–Schwarz) and a lower bound g(x_i) >= g_min at the
   tokens, the identity v - v_L = (∇r - β v r)/(β g_L) (r = g - g_L, ``|v| <= 1``) gives the
   rigorous bound
@@ -36,7 +36,7 @@ relative to the natural velocity scale 1. Write b = |β|. Two sources contribute
   a token's own mass enters g with the smallest kernel value e^{-2b}, so only the
   floor g_min = e^{-2b} holds (a tight cluster attains it). The evaluator picks the smallest L
   for which the bound is <= tol/2. Unlike :func:`meanfield.attention.required_degree` it bounds
-  the gradient tail too. Since |λ_l(β)| = λ_l(|β|), the tails depend on b only.
+  the gradient tail too. Since abs(λ_l(β)) = λ_l(abs(β)), the tails depend on b only.
 * the non-uniform transforms, run at accuracy ε = clip(0.1 tol, 2e-13, 1e-2) (2e-13 is ducc0's
   double-precision floor). ducc0's error is not a pointwise guarantee; measured on uniform,
   clustered (vMF κ = 200–300) and isolated-token clouds (N = 2·10^3–2·10^4, β = 0.5–40) the
@@ -128,11 +128,11 @@ TRANSFORM_ERROR_FACTOR = 1.0
 #: 2 cores: N = 1000 at L = 11 power sum 0.4 ms vs NUFFT 1.3 ms; at L = 28, 0.7 vs 0.6 ms).
 S1_DIRECT_MAX_WORK = 16384
 
-#: β < 0: velocity round-off in units of u e^{2|β|} (u the double-precision epsilon); measured
+#: β < 0: velocity round-off in units of u e^{2 abs(β)} (u the double-precision epsilon); measured
 #: <= 0.25 on tight clusters, three clusters and uniform clouds (S^1, S^2, N = 3000, β = -0.5..-10).
 ROUNDOFF_FACTOR = 1.0
 
-#: Largest |β| for which ``method="auto"`` uses the spectral path (accuracy verified in the
+#: Largest abs(β) for which ``method="auto"`` uses the spectral path (accuracy verified in the
 #: tests up to here; beyond it g varies over e^{2β} on the sphere and the degree grows like β).
 AUTO_MAX_BETA = 50.0
 
@@ -174,13 +174,13 @@ class SpectralAttention:
     Attributes
     ----------
     lmax : int
-        Degree for the worst case g_min = e^{-2|β|} (the most any call uses), or the fixed degree.
+        Degree for the worst case g_min = e^{-2 abs(β)} (the most any call uses), or the fixed degree.
     tol, beta, d, nthreads, epsilon
     last_lmax, last_epsilon : int, float
         Degree and transform accuracy used by the latest call.
     predicted_error : float
         Error bound (truncation + transform estimate, + round-off for β < 0) for the worst case
-        g_min = e^{-2|β|}.
+        g_min = e^{-2 abs(β)}.
 
     Raises
     ------
@@ -228,7 +228,7 @@ class SpectralAttention:
         return max(wmin, floor) if self.beta > 0 else floor
 
     def _roundoff(self) -> float:
-        """β < 0: predicted round-off of v, ROUNDOFF_FACTOR · u e^{2|β|} (0 for β >= 0)."""
+        """β < 0: predicted round-off of v, ROUNDOFF_FACTOR · u e^{2 abs(β)} (0 for β >= 0)."""
         if self.beta >= 0:
             return 0.0
         return ROUNDOFF_FACTOR * float(np.finfo(np.float64).eps) * math.exp(min(2 * abs(self.beta), 700.0))

@@ -274,7 +274,7 @@ def step_accuracy(dt: float) -> dict:
 
 def _noise_meta(noise) -> dict:
     if noise is None:
-        return {"noise": None, "kappa1": 0.0, "kept_fraction": 1.0}
+        return {"noise": None, "sigma": 0.0, "kappa1": 0.0, "kept_fraction": 1.0}
     return {
         "noise": repr(noise),
         "sigma": float(noise.sigma),

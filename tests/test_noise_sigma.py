@@ -122,7 +122,7 @@ def test_pair_monte_carlo_lyapunov_at_sigma(sigma):
         return NoisePath(RELU, d, 8, seed=ss, t_max=8.0 / s2, sigma=sigma)
 
     est = lyapunov_estimate(make, d, dt=2.0**-5 / s2, t_total=8.0 / s2, chunk=1.0 / s2, n_replicas=16,
-                            n_pairs=64, richardson=True, seed=7100)
+                            n_pairs=64, richardson=True, seed=7100 + int(10 * sigma))
     truth = s2 * lyapunov_exponent(NoisePath(RELU, d, 8, seed=0).kernel, d)
     print(f"\nσ = {sigma}: pair MC λ_1 = {est.mean:.4f} ± {est.se:.4f}, σ² λ_1 = {truth:.4f}")
     assert est.closed_form == pytest.approx(truth, rel=1e-14)

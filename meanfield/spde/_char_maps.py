@@ -13,15 +13,15 @@ where D denotes the ambient derivative along the sphere. Everything here is vect
 over points; the matrices returned act on tangent vectors and have shape (N, d, d).
 
 Attention. With Q = K = I and value matrix V, A(x; μ) = V N(x) / G(x) with the two
-zonal convolutions G = e^{-|β|} K_β * μ and N_a = e^{-|β|} K_β * (y_a μ) (a = 1..d), both
-diagonal in harmonics (eigenvalues e^{-|β|} λ_l, :func:`meanfield.attention.attention_eigenvalues`).
+zonal convolutions G = e^{-abs(β)} K_β * μ and N_a = e^{-abs(β)} K_β * (y_a μ) (a = 1..d), both
+diagonal in harmonics (eigenvalues e^{-abs(β)} λ_l, :func:`meanfield.attention.attention_eigenvalues`).
 So v = P_x A and, for ξ tangent,
 
     DA ξ = V (∇N ξ / G - N (∇G · ξ) / G²),
     Dv ξ = P_x DA ξ - x (A · ξ) - (x · A) ξ,
 
 with ∇ the surface gradient. One step stores the d + 1 coefficient vectors (already
-multiplied by e^{-|β|} λ_l), so the velocity of a past step can be re-evaluated anywhere
+multiplied by e^{-abs(β)} λ_l), so the velocity of a past step can be re-evaluated anywhere
 (new nodes after a cell split, backward characteristics). For V = I the velocity P_x N/G
 equals the spectral attention's β^{-1} ∇_S log G (because ∇_amb G = β N) up to the
 truncation error that the degree is chosen to keep below ``tol``.
@@ -121,7 +121,7 @@ class Attention:
         self.identity = V is None and beta != 0
 
     def coefficients(self, x: np.ndarray, masses: np.ndarray) -> np.ndarray:
-        """Rows [G, N_1, ..., N_d] (already times e^{-|β|} λ_l), shape (d + 1, n_coeffs); only [G] when V = I, β != 0."""
+        """Rows [G, N_1, ..., N_d] (already times e^{-abs(β)} λ_l), shape (d + 1, n_coeffs); only [G] when V = I, β != 0."""
         w = masses / masses.sum()
         rows = w[None] if self.identity else np.concatenate([w[None], (w[:, None] * x).T], axis=0)
         return self.basis.adjoint_rows(rows, x, epsilon=self.eps) * self.lam

@@ -189,9 +189,9 @@ class CharacteristicsSolution:
 
         As :func:`meanfield.attention.gap_energy` / ``attention_energy`` with weights = masses.
         Up to 4000 nodes by the direct double sum; above, spectrally,
-        s = ∫∫ e^{β<x,y> - |β|} dμ dμ = ``Σ_l e^{-|β|} λ_l Σ_m |μ_lm|²``, truncated where the tail bound
-        Σ_{l>L} |e^{-|β|} λ_l| Z_l(1) is below 1e-17 min(1, e^{-2|β|}) (s >= e^{-2|β|});
-        E_β = (e^{β} - e^{|β|} s) / 2β. β defaults to the run's β; at β = 0 the gap
+        s = ∫∫ e^{β<x,y> - abs(β)} dμ dμ = ``Σ_l e^{-|β|} λ_l Σ_m |μ_lm|²``, truncated where the tail bound
+        Σ_{l>L} abs(e^{-abs(β)} λ_l) Z_l(1) is below 1e-17 min(1, e^{-2 abs(β)}) (s >= e^{-2 abs(β)});
+        E_β = (e^{β} - e^{abs(β)} s) / 2β. β defaults to the run's β; at β = 0 the gap
         energy is ``½ (1 - |E x|²)``.
         """
         if kind not in ("gap", "attention"):

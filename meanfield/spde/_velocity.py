@@ -14,7 +14,7 @@ __all__ = ["Velocity"]
 
 
 def attention_eigen_derivative(d: int, beta: float, lmax: int) -> np.ndarray:
-    """e^{-|β|} dλ_l/dβ = s_l (2π)^{d/2} b^{1-d/2} [ive(l + d/2, b) + (l/b) ive(l + d/2 - 1, b)], b = |β| > 0.
+    """e^{-abs(β)} dλ_l/dβ = s_l (2π)^{d/2} b^{1-d/2} [ive(l + d/2, b) + (l/b) ive(l + d/2 - 1, b)], b = abs(β) > 0.
 
     s_l = 1 for β > 0 and (-1)^{l+1} for β < 0, from λ_l(β) = (-1)^l λ_l(-β).
     """
@@ -28,7 +28,7 @@ def attention_eigen_derivative(d: int, beta: float, lmax: int) -> np.ndarray:
 class Velocity:
     """Attention velocity v[ρ] = P_x A(x; ρ) from ρ's coefficients.
 
-    With F(x) = e^{-|β|}(K_β * ρ)(x) = Σ λ_l ρ_lm Y_lm(x) (scaled eigenvalues) extended to R^d
+    With F(x) = e^{-abs(β)}(K_β * ρ)(x) = Σ λ_l ρ_lm Y_lm(x) (scaled eigenvalues) extended to R^d
     by F(r x) = Σ λ_l(rβ) ρ_lm Y_lm(x), the ambient gradient at ``|x| = 1`` is
     ∇_S F + x β Σ λ_l'(β) ρ_lm Y_lm, and A = V ∇_amb F / (β F). For V = I the radial
     part is removed by P_x, so only ∇_S F / (β F) is computed.
@@ -49,7 +49,7 @@ class Velocity:
         self.dlam = attention_eigen_derivative(d, beta, lmax)[ell] if V is not None else None
 
     def on_grid(self, grid: Grid, c: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
-        """Frame components of v[ρ] at the grid nodes, and e^{-|β|} K_β * ρ there."""
+        """Frame components of v[ρ] at the grid nodes, and e^{-abs(β)} K_β * ρ there."""
         lc = self.lam * c
         conv = grid.synth(lc)
         g = grid.gradient(lc)
@@ -60,7 +60,7 @@ class Velocity:
         return [gk * inv for gk in g], conv
 
     def at_points(self, c: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """v[ρ](x) (N, d) and e^{-|β|} K_β * ρ (N,) at unit vectors x (N, d)."""
+        """v[ρ](x) (N, d) and e^{-abs(β)} K_β * ρ (N,) at unit vectors x (N, d)."""
         lc = self.lam * c
         b = self.basis
         conv = b.evaluate(lc, x)
