@@ -9,21 +9,21 @@ from meanfield.studies import circle
 
 
 def test_quick_preset_has_the_fraction_synchronised_curve():
-    cfg = circle.config("quick")["sync"]
+    cfg = circle.config("quick")["circle_sync"]
     assert min(cfg["betas"]) == -4.0 and max(cfg["betas"]) == 2.0
     assert any(b < circle.BETA_NO_SYNC for b in cfg["betas"]) and any(b >= circle.BETA_SYNC for b in cfg["betas"])
     assert len(cfg["Ns"]) >= 2 and min(cfg["Ns"]) == 16
-    full = circle.config("full")["sync"]
+    full = circle.config("full")["circle_sync"]
     assert full["Ns"] == [16, 32, 64, 128, 256]
 
 
 def test_config_rejects_bad_settings():
     with pytest.raises(ValueError, match="segment / save_every"):
-        circle.config("test", sync={"save_every": 0.3})
+        circle.config("test", circle_sync={"save_every": 0.3})
     with pytest.raises(ValueError, match="brackets"):
-        circle.config("test", threshold={"ks": [5]})
-    with pytest.raises(ValueError, match="unknown sync parameters"):
-        circle.config("test", sync={"horizon": 3})
+        circle.config("test", circle_threshold={"ks": [5]})
+    with pytest.raises(ValueError, match="unknown circle_sync parameters"):
+        circle.config("test", circle_sync={"horizon": 3})
 
 
 def test_verdict_rules():

@@ -5,11 +5,11 @@ the self-attention dynamics on S¹ synchronises from almost every initial state 
 and that global synchronisation fails for β < -2/3. Three parts, run with the package's particle
 solver and :mod:`meanfield.circle_stability` only:
 
-1. ``threshold``: the stability threshold of k equally spaced clusters located by perturbation runs
+1. ``circle_threshold``: the stability threshold of k equally spaced clusters located by perturbation runs
    (root finding of a measured growth rate in β), next to the roots of the closed-form top eigenvalue;
-2. ``stability``: growth rates of eigenvector and random perturbations of the k-cluster states
+2. ``circle_stability``: growth rates of eigenvector and random perturbations of the k-cluster states
    (k = 2, 3, 4) against the eigenvalues of the linearisation;
-3. ``sync``: the fraction of random initial states that reach one cluster vs β and N, with exact
+3. ``circle_sync``: the fraction of random initial states that reach one cluster vs β and N, with exact
    binomial intervals, each run certified synchronised (all tokens in an open half circle), stuck
    (a stable non-synchronised equilibrium) or unresolved.
 
@@ -79,7 +79,7 @@ def run(preset: str = "quick", *, config: dict | None = None, root_seed: int = 0
     preset : {"test", "quick", "full"}
     config : dict, optional
         From :func:`config` (overrides ``preset``).
-    parts : sequence of {"sync", "stability", "threshold"}
+    parts : sequence of {"circle_sync", "circle_stability", "circle_threshold"}
     **execution
         Passed to :func:`meanfield.runner.run_study`; failed tasks raise. A ``store`` gets one
         sub-store per part.
@@ -90,9 +90,9 @@ def run(preset: str = "quick", *, config: dict | None = None, root_seed: int = 0
     >>> rep.thresholds[["k", "eigen_thresholds", "runs_threshold"]]         # doctest: +SKIP
     """
     cfg = config if config is not None else _presets.config(preset)
-    _presets.check_sync(cfg["sync"])
-    _presets.check_stability(cfg["stability"])
-    _presets.check_threshold(cfg["threshold"])
+    _presets.check_sync(cfg["circle_sync"])
+    _presets.check_stability(cfg["circle_stability"])
+    _presets.check_threshold(cfg["circle_threshold"])
     execution.setdefault("raise_on_failure", True)
     results, seconds = run_parts(build(cfg, root_seed, parts), **execution)
     return analyse(results, cfg, seconds=seconds, preset=None if config is not None else preset)

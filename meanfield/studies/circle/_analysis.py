@@ -215,16 +215,16 @@ def threshold_verdict(value: float, target: float = BETA_NO_SYNC, tol: float = T
 def analyse(results: dict, config: dict, *, seconds: dict | None = None, preset: str | None = None) -> CircleReport:
     """Tables of the parts that ran (``results``: {part: StudyResult}) and the eigenvalue curves."""
     sync = dt_check = stab = None
-    if "sync" in results:
-        c = config["sync"]
-        frame = results["sync"].frame
+    if "circle_sync" in results:
+        c = config["circle_sync"]
+        frame = results["circle_sync"].frame
         sync = sync_table(frame, float(c["dt"]))
         dt_check = dt_check_table(frame, float(c["dt"]), int(c["dt_check_N"]))
-    if "stability" in results:
-        stab = stability_table(results["stability"].frame)
-    thr_frame = results["threshold"].frame if "threshold" in results else None
-    thresholds = thresholds_table(config["threshold"], thr_frame)
-    ks = sorted(set(int(k) for k in config["stability"]["ks"]) | {5})
-    spectrum = spectrum_curves(ks, config["threshold"]["beta_range"])
+    if "circle_stability" in results:
+        stab = stability_table(results["circle_stability"].frame)
+    thr_frame = results["circle_threshold"].frame if "circle_threshold" in results else None
+    thresholds = thresholds_table(config["circle_threshold"], thr_frame)
+    ks = sorted(set(int(k) for k in config["circle_stability"]["ks"]) | {5})
+    spectrum = spectrum_curves(ks, config["circle_threshold"]["beta_range"])
     return CircleReport(config=config, preset=preset, seconds=dict(seconds or {}), sync=sync, dt_check=dt_check,
                         stability=stab, thresholds=thresholds, spectrum=spectrum, results=dict(results))

@@ -7,7 +7,7 @@ from meanfield._validate import as_beta, as_float, as_int
 from .._presets import preset_config
 
 #: The parts of the study, in the order they run.
-PARTS = ("sync", "stability", "threshold")
+PARTS = ("circle_sync", "circle_stability", "circle_threshold")
 
 #: β where arXiv 2507.22857 proves synchronisation from almost every state (β >= this) ...
 BETA_SYNC = -0.16
@@ -22,31 +22,31 @@ _STAB_BETAS = [-4.0, -3.0, -2.0, -1.5, -1.0, -0.8, -0.6, -0.4, -0.16, 0.3, 0.7, 
 #: Presets of :func:`run` (``test``, ``quick``, ``full``): per part the parameters of its study; see :func:`config`.
 PRESETS: dict[str, dict] = {
     "test": {
-        "sync": {"betas": [-4.0, -1.0, 1.0], "Ns": [16], "replicas": 4, "dt": 2.0**-4, "t_max": 200.0,
+        "circle_sync": {"betas": [-4.0, -1.0, 1.0], "Ns": [16], "replicas": 4, "dt": 2.0**-4, "t_max": 200.0,
                  "segment": 5.0, "save_every": 0.5, "v_tol": 1e-8, "eig_margin": 1e-6, "cluster_tol": 0.05,
                  "dt_check_betas": [-4.0], "dt_check_N": 16},
-        "stability": {"ks": [2, 3, 4], "betas": [-3.0, -0.5, 1.0], "ns": [2], "dt": 2.0**-6, "t_total": 4.0,
+        "circle_stability": {"ks": [2, 3, 4], "betas": [-3.0, -0.5, 1.0], "ns": [2], "dt": 2.0**-6, "t_total": 4.0,
                       "random_t_total": 16.0, "chunk": 1.0, "amplitude": 1e-7},
-        "threshold": {"ks": [3], "brackets": {"3": [-1.0, -0.5]}, "n": 2, "dt": 2.0**-6, "t_total": 4.0,
+        "circle_threshold": {"ks": [3], "brackets": {"3": [-1.0, -0.5]}, "n": 2, "dt": 2.0**-6, "t_total": 4.0,
                       "chunk": 1.0, "xtol": 1e-6, "beta_range": [-4.0, 2.0], "eigen_range": [-8.0, 2.0], "eigen_ks": [2, 3, 4, 5, 6, 7]},
     },
     "quick": {
-        "sync": {"betas": _SYNC_QUICK_BETAS, "Ns": [16, 64], "replicas": 16, "dt": 2.0**-4, "t_max": 400.0,
+        "circle_sync": {"betas": _SYNC_QUICK_BETAS, "Ns": [16, 64], "replicas": 16, "dt": 2.0**-4, "t_max": 400.0,
                  "segment": 5.0, "save_every": 0.5, "v_tol": 1e-8, "eig_margin": 1e-6, "cluster_tol": 0.05,
                  "dt_check_betas": [-3.0, -2.0], "dt_check_N": 16},
-        "stability": {"ks": [2, 3, 4], "betas": _STAB_BETAS, "ns": [2], "dt": 2.0**-6, "t_total": 8.0,
+        "circle_stability": {"ks": [2, 3, 4], "betas": _STAB_BETAS, "ns": [2], "dt": 2.0**-6, "t_total": 8.0,
                       "random_t_total": 32.0, "chunk": 1.0, "amplitude": 1e-7},
-        "threshold": {"ks": [3, 5], "brackets": {"3": [-1.0, -0.5], "5": [-3.0, -1.5]}, "n": 2, "dt": 2.0**-6,
+        "circle_threshold": {"ks": [3, 5], "brackets": {"3": [-1.0, -0.5], "5": [-3.0, -1.5]}, "n": 2, "dt": 2.0**-6,
                       "t_total": 8.0, "chunk": 1.0, "xtol": 1e-7, "beta_range": [-4.0, 2.0], "eigen_range": [-8.0, 2.0],
                       "eigen_ks": [2, 3, 4, 5, 6, 7]},
     },
     "full": {
-        "sync": {"betas": _SYNC_FULL_BETAS, "Ns": [16, 32, 64, 128, 256], "replicas": 40, "dt": 2.0**-4,
+        "circle_sync": {"betas": _SYNC_FULL_BETAS, "Ns": [16, 32, 64, 128, 256], "replicas": 40, "dt": 2.0**-4,
                  "t_max": 1000.0, "segment": 5.0, "save_every": 0.5, "v_tol": 1e-8, "eig_margin": 1e-6,
                  "cluster_tol": 0.05, "dt_check_betas": [-3.0, -2.5, -2.0, -1.5], "dt_check_N": 64},
-        "stability": {"ks": [2, 3, 4], "betas": _STAB_BETAS, "ns": [2, 6], "dt": 2.0**-6, "t_total": 8.0,
+        "circle_stability": {"ks": [2, 3, 4], "betas": _STAB_BETAS, "ns": [2, 6], "dt": 2.0**-6, "t_total": 8.0,
                       "random_t_total": 32.0, "chunk": 1.0, "amplitude": 1e-7},
-        "threshold": {"ks": [3, 5], "brackets": {"3": [-1.0, -0.5], "5": [-3.0, -1.5]}, "n": 2, "dt": 2.0**-7,
+        "circle_threshold": {"ks": [3, 5], "brackets": {"3": [-1.0, -0.5], "5": [-3.0, -1.5]}, "n": 2, "dt": 2.0**-7,
                       "t_total": 8.0, "chunk": 1.0, "xtol": 1e-8, "beta_range": [-4.0, 2.0], "eigen_range": [-8.0, 2.0],
                       "eigen_ks": [2, 3, 4, 5, 6, 7]},
     },
@@ -54,17 +54,19 @@ PRESETS: dict[str, dict] = {
 
 
 def config(preset: str = "quick", **overrides) -> dict:
-    """A copy of ``PRESETS[preset]`` with ``sync={...}`` / ``stability={...}`` / ``threshold={...}`` overrides.
+    """A copy of ``PRESETS[preset]`` with ``circle_sync={...}`` / ``circle_stability={...}`` /
+    ``circle_threshold={...}`` overrides (the part names are prefixed so that the parts can join
+    the other parts of the metastability study in one configuration).
 
     Examples
     --------
-    >>> config("test", sync={"Ns": [16, 32]})["sync"]["Ns"]
+    >>> config("test", circle_sync={"Ns": [16, 32]})["circle_sync"]["Ns"]
     [16, 32]
     """
     cfg = preset_config(PRESETS, preset, overrides)
-    check_sync(cfg["sync"])
-    check_stability(cfg["stability"])
-    check_threshold(cfg["threshold"])
+    check_sync(cfg["circle_sync"])
+    check_stability(cfg["circle_stability"])
+    check_threshold(cfg["circle_threshold"])
     return cfg
 
 

@@ -86,7 +86,7 @@ def _fig_sync(res: CircleReport, paths: list) -> None:
     ax1.set_ylim(-0.03, 1.03)
     ax1.set_title("one cluster (half-circle certificate), 95 % Clopper–Pearson")
     ax2.set_ylabel("median time to the half-circle certificate")
-    ax2.set_yscale("log")
+    ax2.set_ylim(bottom=0)
     ax2.set_title("synchronised runs")
     fig.tight_layout()
     for p in paths:
@@ -122,10 +122,10 @@ def summary_markdown(res: CircleReport, *, extra: Mapping | None = None) -> str:
               "p = 1..k-1, besides the rotation 0 (`meanfield.circle_stability.cluster_spectrum`). For k = 3, "
               "μ_1 = μ_2 = e^{-β/2}(1/2 + 3β/4)/ζ and λ_intra ≤ 0: three clusters are stable exactly for β < -2/3. "
               "`eigen_thresholds`: the sign changes of the top nontrivial eigenvalue found by Brent's method on "
-              f"[{res.config['threshold']['eigen_range'][0]:g}, {res.config['threshold']['eigen_range'][1]:g}]; "
+              f"[{res.config['circle_threshold']['eigen_range'][0]:g}, {res.config['circle_threshold']['eigen_range'][1]:g}]; "
               "`runs_threshold`: the root in β of the growth rate of the crossing inter-cluster mode measured by "
               "particle runs (`perturbation_threshold`, heun, dt = "
-              f"{res.config['threshold']['dt']:g}, n = {res.config['threshold']['n']} tokens per cluster).", "",
+              f"{res.config['circle_threshold']['dt']:g}, n = {res.config['circle_threshold']['n']} tokens per cluster).", "",
               to_markdown(t), ""]
     e3, r3 = t.attrs.get("three_cluster_eigen", np.nan), t.attrs.get("three_cluster_runs", np.nan)
     lines += [f"Three-cluster threshold: eigenvalues {_fmt(e3, '.12g')} (error vs -2/3: {_fmt(e3 + 2 / 3, '.2e')}), "
@@ -151,7 +151,7 @@ def summary_markdown(res: CircleReport, *, extra: Mapping | None = None) -> str:
                   f"{int((np.sign(rnd['rate']) == np.sign(rnd['predicted'])).sum())} of {len(rnd)} runs.", "",
                   to_markdown(s), ""]
     if res.sync is not None:
-        c = res.config["sync"]
+        c = res.config["circle_sync"]
         sy = res.sync
         n_v = {v: int((sy["verdict"] == v).sum()) for v in (CONSISTENT, INCONSISTENT, INCONCLUSIVE)}
         lines += ["## 3. Fraction of random initial states that synchronise", "",

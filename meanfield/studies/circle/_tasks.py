@@ -34,12 +34,12 @@ def sync_task(params: dict, seed: np.random.SeedSequence) -> dict:
     dict
         ``outcome``, ``t_end``, ``t_half`` (time of the half-circle certificate, NaN otherwise),
         ``max_speed`` and ``top_eigenvalue`` at the end, ``n_clusters`` and ``largest_fraction``
-        (single linkage at ``cluster_tol``) at the end, ``attention`` (evaluator used), ``seconds``.
+        (single linkage at ``cluster_tol``, :func:`meanfield.clusters.cluster_sizes`) at the end, ``attention`` (evaluator used), ``seconds``.
     """
     from meanfield.circle_stability import (angular_velocity, circle_angles, circle_points, in_open_half_circle,
                                             top_nontrivial_eigenvalue)
+    from meanfield.clusters import cluster_sizes
     from meanfield.particles import solve_particles
-    from meanfield.sync import cluster_summary
 
     beta, n, dt = float(params["beta"]), int(params["N"]), float(params["dt"])
     seg, save, t_max = float(params["segment"]), float(params["save_every"]), float(params["t_max"])
@@ -66,9 +66,9 @@ def sync_task(params: dict, seed: np.random.SeedSequence) -> dict:
             if top < -float(params["eig_margin"]):
                 outcome = "stuck"
                 break
-    summary = cluster_summary(x, float(params["cluster_tol"]))
+    sizes = cluster_sizes(x, float(params["cluster_tol"]))
     return {"outcome": outcome, "t_end": t, "t_half": t_half, "max_speed": speed, "top_eigenvalue": top,
-            "n_clusters": summary.n_clusters, "largest_fraction": summary.largest_fraction, "attention": method,
+            "n_clusters": int(sizes.size), "largest_fraction": float(sizes[0] / n), "attention": method,
             "seconds": time.perf_counter() - start}
 
 
@@ -178,5 +178,6 @@ def build(config: dict, root_seed: int = 0, parts=None) -> dict:
     bad = [p for p in parts if p not in PARTS]
     if bad:
         raise ValueError(f"parts must be among {PARTS}, got {bad}")
-    makers = {"sync": make_sync_study, "stability": make_stability_study, "threshold": make_threshold_study}
+    makers = {"circle_sync": make_sync_study, "circle_stability": make_stability_study,
+              "circle_threshold": make_threshold_study}
     return {p: makers[p](config[p], root_seed) for p in parts}
