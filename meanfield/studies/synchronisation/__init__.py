@@ -59,6 +59,7 @@ from ._analysis import (
     spde_rates,
     spde_table,
 )
+from ._linear_flow import LinearFlowLyapunov, linear_flow_lyapunov
 from ._lyapunov import LyapunovEstimate, lyapunov_estimate, tangent_lyapunov
 from ._presets import ACTIVATIONS, CLUSTER_TOL, ENERGY_FLOOR, PRESETS, config
 from ._report import console_summary, resolved_config, summary_markdown, write_outputs
@@ -104,6 +105,8 @@ __all__ = [
     "LyapunovEstimate",
     "lyapunov_estimate",
     "tangent_lyapunov",
+    "LinearFlowLyapunov",
+    "linear_flow_lyapunov",
     "lyapunov_chi2",
     "lyapunov_task",
     "lyapunov_step",
