@@ -7,7 +7,7 @@ import numpy as np
 from .. import _validate
 from .._validate import as_int, check_cost
 from ..kernels import Kernel, SpectralKernel, funk_hecke_cost
-from ..sphere import basis, harmonic_dimension, supported_dimensions
+from ..sphere import basis, harmonic_dimension, has_basis
 from ._base import NoiseField, NoiseSource, field_points
 from ._tree import BrownianTree, tree_cost
 
@@ -141,11 +141,8 @@ class NoisePath(NoiseSource):
             raise TypeError(f"kernel must be a meanfield.kernels.Kernel (e.g. ActivationKernel or SpectralKernel), "
                             f"got {type(kernel).__name__}")
         self.d = as_int(d, "d", min_value=2)
-        if self.d not in supported_dimensions():
-            dims = [str(k) for k in supported_dimensions()]
-            allowed = dims[0] if len(dims) == 1 else ", ".join(dims[:-1]) + " or " + dims[-1]
-            raise ValueError(f"d must be {allowed} for a NoisePath (it needs a harmonic basis of S^{{d-1}}), got "
-                             f"d = {d}; use RandomFeatureNoise for other d")
+        if not has_basis(self.d):
+            raise ValueError(f"d = {d} has no harmonic basis of S^{{d-1}} for a NoisePath; use RandomFeatureNoise")
         if isinstance(kernel, SpectralKernel) and kernel.d != self.d:
             raise ValueError(f"kernel is a SpectralKernel on S^{kernel.d - 1}, but d = {self.d}")
         self.lmax = as_int(lmax, "NoisePath lmax", min_value=0)
