@@ -188,7 +188,7 @@ class SPDESolution:
         ...                  dt=0.05, t_eval=[0.1], scheme="pushforward", d=2)
         >>> nodes, weights, values = sol.quadrature(-1)
         >>> nodes.shape, round(float(weights @ values), 12)
-        ((52, 2), 1.0)
+        ((54, 2), 1.0)
         >>> sol.quadrature(-1, n=200)[0].shape
         (400, 2)
         """
