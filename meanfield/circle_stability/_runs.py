@@ -21,7 +21,7 @@ def scheme_rate(lam: float, dt: float, scheme: str) -> float:
     :func:`meanfield.particles.solve_particles` acts on angles as the identity to first order:
     the projected Euler step multiplies the mode by 1 + h λ, the Heun step by
     1 + h λ + (h λ)²/2. The rate is log|multiplier| / h = λ + O(h) resp. λ - h² λ³/6 + O(h³);
-    it vanishes exactly where λ does (for |h λ| < 2), so a threshold found from runs is the
+    it vanishes exactly where λ does (for abs(h λ) < 2), so a threshold found from runs is the
     threshold of λ.
 
     Examples

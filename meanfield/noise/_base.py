@@ -198,7 +198,9 @@ class NoiseSource(abc.ABC):
 
     @property
     def kappa1(self) -> float:
-        """σ² κ_σ(1), the pointwise variance rate of each component of the field (Itô correction)."""
+        # σ² κ_σ(1), the pointwise variance rate of each component (Itô correction). No
+        # docstring on purpose: the class docstrings list it under Attributes, and numpydoc would
+        # otherwise turn each subclass's entry into an ambiguous cross-reference.
         return self._sigma**2 * self._unit_kappa1
 
     @kappa1.setter

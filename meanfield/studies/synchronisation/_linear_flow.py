@@ -83,7 +83,7 @@ def linear_flow_lyapunov(make_noise, d: int, *, dt: float = 2.0**-6, t_total: fl
 
     Each replica builds one source ``make_noise(seed_r)`` (seed_r = ``child_seeds(seed, n_replicas)[r]``)
     and multiplies the step matrices I + ΔΩ_k over [0, t_total] with a QR renormalisation at every
-    step; λ^Φ_i = (1/t_total) Σ_k log |R_ii|. With ``richardson`` (default: the source is
+    step; λ^Φ_i = (1/t_total) Σ_k log abs(R_ii). With ``richardson`` (default: the source is
     refinable) the same path is also run at dt/2 and 2 λ_{dt/2} - λ_dt is used, removing the O(dt)
     bias. The standard errors are over replicas.
 
