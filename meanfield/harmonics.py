@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validate import COST_LIMIT_BYTES, as_points, check_cost
+from . import _validate
+from ._validate import as_points, check_cost
 from .sphere import (
     alm_index,
     alm_to_real,
@@ -101,5 +102,5 @@ def real_basis(d: int, lmax: int, x: np.ndarray) -> np.ndarray:
     x = as_points(x, "x", b.d)
     per_point = 8.0 * b.n_real
     check_cost("real_basis", seconds=0.0, memory=per_point * x.shape[0], parameter="N (rows of x)",
-               value=x.shape[0], largest=int(COST_LIMIT_BYTES // per_point))
+               value=x.shape[0], largest=int(_validate.COST_LIMIT_BYTES // per_point))
     return b.real_basis(x)

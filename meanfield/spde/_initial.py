@@ -8,7 +8,8 @@ import math
 import numpy as np
 from scipy import special
 
-from .._validate import COST_LIMIT_BYTES, as_float, as_int, as_real_array, as_rng, check_cost
+from .. import _validate
+from .._validate import as_float, as_int, as_real_array, as_rng, check_cost
 from ..attention import attention_eigenvalues
 from ..sphere import basis, harmonic_dimension, sphere_area
 
@@ -27,7 +28,7 @@ def _sample_size(n, d: int) -> int:
     (n, d) arrays) within the memory limit."""
     n = as_int(n, "n", min_value=1)
     check_cost("sample", seconds=0.0, memory=32.0 * n * d, parameter="n", value=n,
-               largest=int(COST_LIMIT_BYTES // (32 * d)))
+               largest=int(_validate.COST_LIMIT_BYTES // (32 * d)))
     return n
 
 

@@ -141,8 +141,8 @@ class SPDESolution:
 
     def velocity(self, i: int, x) -> np.ndarray:
         """Attention velocity v[ρ_{t_i}](x) = P_x A(x; ρ_{t_i}) at points x (N, d) -> (N, d) (theory §4, §9)."""
-        if self.beta <= 0:
-            raise ValueError("velocity needs beta > 0")
+        if self.beta == 0:
+            raise ValueError("velocity needs beta != 0")
         x = as_real_array(x, "x")
         if x.ndim != 2 or x.shape[1] != self.d:
             raise ValueError(f"x must have shape (N, {self.d}), got {x.shape}")
@@ -152,11 +152,11 @@ class SPDESolution:
 
     def attention_energy(self, i: int) -> float:
         """E_β^+(ρ_{t_i}) = (1/2β) ∫∫ e^{β<x,y>} ρ ρ = ``(1/2β) Σ_lm λ_l |ρ_lm|²`` (theory §5.7)."""
-        if self.beta <= 0:
-            raise ValueError("attention_energy needs beta > 0")
+        if self.beta == 0:
+            raise ValueError("attention_energy needs beta != 0")
         b = self.basis
         lam = attention_eigenvalues(self.d, self.beta, self.lmax)[b.ell]
-        return float(math.exp(self.beta) / (2 * self.beta) * np.sum(lam * b.mult * np.abs(self.coeffs[self._index(i)]) ** 2))
+        return float(math.exp(abs(self.beta)) / (2 * self.beta) * np.sum(lam * b.mult * np.abs(self.coeffs[self._index(i)]) ** 2))
 
     def quadrature(self, i: int, n: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """ρ_{t_i} at quadrature nodes: ``(nodes, weights, values)``, the arguments of
@@ -188,7 +188,7 @@ class SPDESolution:
         ...                  dt=0.05, t_eval=[0.1], scheme="pushforward", d=2)
         >>> nodes, weights, values = sol.quadrature(-1)
         >>> nodes.shape, round(float(weights @ values), 12)
-        ((52, 2), 1.0)
+        ((54, 2), 1.0)
         >>> sol.quadrature(-1, n=200)[0].shape
         (400, 2)
         """

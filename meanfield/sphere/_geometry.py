@@ -6,7 +6,8 @@ import math
 
 import numpy as np
 
-from .._validate import COST_LIMIT_BYTES, as_int, as_points, check_cost
+from .. import _validate
+from .._validate import as_int, as_points, check_cost
 
 __all__ = [
     "sphere_area",
@@ -139,7 +140,7 @@ def sample_uniform(n: int, d: int, rng: np.random.Generator) -> np.ndarray:
     """
     n = as_int(n, "n", min_value=0)
     d = as_int(d, "d", min_value=1)
-    largest = max(0, int(COST_LIMIT_BYTES // (16 * d)))
+    largest = max(0, int(_validate.COST_LIMIT_BYTES // (16 * d)))
     check_cost("sample_uniform", seconds=0.0, memory=16.0 * n * d, parameter="n", value=n, largest=largest)
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"sample_uniform: rng must be a numpy Generator, got {type(rng).__name__}")

@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
-from .._validate import COST_LIMIT_BYTES, as_int, as_real_array, check_cost
+from .. import _validate
+from .._validate import as_int, as_real_array, check_cost
 from ._geometry import sphere_area
 
 __all__ = ["harmonic_dimension", "legendre_d", "legendre_recurrence", "zonal", "zonal_derivative"]
@@ -28,7 +29,7 @@ def harmonic_dimension(d: int, lmax: int) -> np.ndarray:
     """
     d, lmax = _check_dimension_degree(d, lmax)
     check_cost("harmonic_dimension", seconds=0.0, memory=32.0 * (lmax + 1), parameter="lmax", value=lmax,
-               largest=int(COST_LIMIT_BYTES // 32) - 1)
+               largest=int(_validate.COST_LIMIT_BYTES // 32) - 1)
     ls = np.arange(lmax + 1)
     out = special.comb(ls + d - 1, d - 1, exact=False) - np.where(
         ls >= 2, special.comb(np.maximum(ls + d - 3, 0), d - 1, exact=False), 0.0
@@ -49,7 +50,7 @@ def _check_t(t, what: str, lmax: int) -> np.ndarray:
                          "absolute value")
     per_degree = 16.0 * max(t.size, 1)
     check_cost(what, seconds=0.0, memory=per_degree * (lmax + 1), parameter="lmax", value=lmax,
-               largest=max(0, int(COST_LIMIT_BYTES // per_degree) - 1))
+               largest=max(0, int(_validate.COST_LIMIT_BYTES // per_degree) - 1))
     return t
 
 
