@@ -15,7 +15,8 @@ import ducc0
 import numpy as np
 
 from ._threads import default_threads
-from ._validate import as_float, as_int, as_points, as_real_array
+from . import _validate
+from ._validate import as_float, as_int, as_points, as_real_array, check_cost
 
 __all__ = ["empirical_coefficients", "DUCC_EPS_MIN"]
 
@@ -116,6 +117,10 @@ def empirical_coefficients(x, lmax: int, weights=None, *, epsilon: float = 1e-12
     if d not in (2, 3):
         raise ValueError(f"empirical_coefficients needs d = 2 or 3, got d = {d}")
     lmax = as_int(lmax, "lmax", min_value=0)
+    # S^2: the alm (16 bytes each) and ducc0's work grid of about 8 (lmax + 1)^2 doubles
+    per = 32.0 * (lmax + 1) ** 2 if d == 3 else 64.0 * (lmax + 1)
+    check_cost("empirical_coefficients", seconds=0.0, memory=per, parameter="lmax", value=lmax,
+               largest=int(math.isqrt(int(_validate.COST_LIMIT_BYTES // 32))) - 1 if d == 3 else int(_validate.COST_LIMIT_BYTES // 64) - 1)
     epsilon = as_float(epsilon, "epsilon", min_value=DUCC_EPS_MIN)
     w = _normalised_weights(weights, x.shape[0])
     if w is None:

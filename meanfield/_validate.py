@@ -114,6 +114,22 @@ def check_cost(what: str, *, seconds: float, memory: float, parameter: str, valu
                      f"{largest}")
 
 
+#: Most time steps one solver call may take (at the fastest, ~1e-4 s a step, more than 15 minutes).
+MAX_STEPS = 10**7
+
+
+def check_steps(what: str, n_steps, dt: float, t_end: float) -> None:
+    """Refuse a solver call of more than :data:`MAX_STEPS` time steps, naming ``dt`` and the horizon.
+
+    Examples
+    --------
+    >>> check_steps("solve_particles", 100, 0.01, 1.0)
+    """
+    if n_steps > MAX_STEPS:
+        raise ValueError(f"{what}: dt = {dt:g} up to t = {t_end:g} needs {float(n_steps):.3g} steps, more than the "
+                         f"{MAX_STEPS:.0e} one call may take; use dt >= {t_end / MAX_STEPS:.3g} or a shorter horizon")
+
+
 def as_int(value, name: str, *, min_value: int | None = None, max_value: int | None = None) -> int:
     """Return ``value`` as an ``int`` or raise naming ``name`` and the range."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):

@@ -22,7 +22,8 @@ import math
 import numpy as np
 from scipy import special
 
-from ._validate import as_beta, as_bool, as_float, as_int, as_matrix, as_points, as_real_array
+from . import _validate
+from ._validate import as_beta, as_bool, as_float, as_int, as_matrix, as_points, as_real_array, check_cost
 from .sphere import basis, harmonic_dimension, sphere_area, tangent_project
 
 __all__ = [
@@ -100,6 +101,10 @@ def softmax_attention(
                 raise ValueError("weights must be finite, non-negative and not all zero")
     elif y is None:
         y = x
+    if check:
+        rows = min(block, x.shape[0])
+        check_cost("softmax_attention", seconds=0.0, memory=16.0 * rows * y.shape[0], parameter="block",
+                   value=block, largest=max(1, int(_validate.COST_LIMIT_BYTES // (16 * y.shape[0]))))
     qx = x if Q is None else x @ Q.T
     ky = y if K is None else y @ K.T
     vy = y if V is None else y @ V.T

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _validate
+from ._validate import as_points, check_cost
 from .sphere import (
     alm_index,
     alm_to_real,
@@ -96,4 +98,9 @@ def real_basis(d: int, lmax: int, x: np.ndarray) -> np.ndarray:
     >>> round(float(B[0, 0]) ** 2 * 4 * np.pi, 12)
     1.0
     """
-    return basis(d, lmax).real_basis(np.asarray(x, dtype=np.float64))
+    b = basis(d, lmax)
+    x = as_points(x, "x", b.d)
+    per_point = 8.0 * b.n_real
+    check_cost("real_basis", seconds=0.0, memory=per_point * x.shape[0], parameter="N (rows of x)",
+               value=x.shape[0], largest=int(_validate.COST_LIMIT_BYTES // per_point))
+    return b.real_basis(x)

@@ -121,7 +121,8 @@ def funk_hecke_cost(lmax: int, n_panels: int | None = None) -> float:
     >>> funk_hecke_cost(16) < 1.0
     True
     """
-    p = _default_panels(lmax) if n_panels is None else n_panels
+    lmax = _validate.as_int(lmax, "lmax", min_value=0)
+    p = _default_panels(lmax) if n_panels is None else _validate.as_int(n_panels, "n_panels", min_value=1)
     nodes = 32 * (p + p // 2)
     return HARMONIC_SECONDS_PER_ENTRY * (lmax + 1) * nodes + KAPPA_SECONDS_PER_NODE * nodes
 

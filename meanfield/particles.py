@@ -43,6 +43,7 @@ from .attention_spectral import select_velocity
 from .noise import check_noise
 from .noise._path import FieldIncrement
 from .sphere import project, tangent_project
+from .sphere._geometry import _normalise
 from .trajectory import Trajectory
 
 __all__ = [
@@ -230,6 +231,8 @@ def step_grid(t0: float, dt: float, t_eval, *, rtol: float = 1e-9) -> np.ndarray
     """
     t_eval = as_real_array(t_eval, "t_eval")
     k = (t_eval - t0) / dt
+    if k.size:
+        _validate.check_steps("the step grid", float(np.max(k)), dt, float(np.max(t_eval)))
     kr = np.rint(k)
     bad = np.abs(k - kr) > rtol * np.maximum(1.0, np.abs(k))
     if np.any(bad):
@@ -241,6 +244,10 @@ def step_grid(t0: float, dt: float, t_eval, *, rtol: float = 1e-9) -> np.ndarray
         )
     return kr.astype(np.int64)
 
+
+#: (N, d) arrays a particle step holds at once (positions, drift, noise, Heun's predictor,
+#: angles), for the memory estimate of :func:`solve_particles`.
+_WORK_ARRAYS = 10
 
 #: Step-error budget of the transforms: attention velocity error and noise-field accuracy are
 #: both ``ACCURACY_PER_STEP · dt``, clipped to the ranges below (see :func:`step_accuracy`).
@@ -376,6 +383,11 @@ def solve_particles(
     progress = as_bool(progress, "progress")
     if isinstance(attention, (bool, np.bool_)):
         attention = "auto" if attention else "off"
+    shape = np.shape(x0)
+    if len(shape) == 2:  # the memory of a step, before x0 is copied and checked
+        check_cost("solve_particles", seconds=0.0, memory=8.0 * _WORK_ARRAYS * shape[0] * max(shape[1], 1),
+                   parameter="N (rows of x0)", value=shape[0],
+                   largest=int(_validate.COST_LIMIT_BYTES // (8 * _WORK_ARRAYS * max(shape[1], 1))))
     x = as_points(x0, "x0")
     n, d = x.shape
     if noise is not None:
@@ -414,6 +426,7 @@ def solve_particles(
     check_cost("solve_particles", seconds=0.0, memory=8.0 * t_eval.size * n * d, parameter="len(t_eval) * N * d",
                value=f"{t_eval.size} * {n} * {d}", largest=f"{int(_validate.COST_LIMIT_BYTES // 8)} saved numbers")
 
+
     out = np.empty((t_eval.size, n, d))
     # positions are read-only from here on: transforms at the same points (noise and attention)
     # then share their geometry (angles) within a step
@@ -424,7 +437,9 @@ def solve_particles(
         return dW(y, epsilon=noise_epsilon) if isinstance(dW, FieldIncrement) else dW(y)
 
     def proj(z):
-        y = project(z)
+        # not the checked public project(): a non-finite step must reach the NonFiniteError
+        # below, which names the time and the remedy
+        y = _normalise(z)
         y.flags.writeable = False
         return y
 

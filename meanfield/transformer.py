@@ -22,6 +22,7 @@ different depth, the particle SDE solver and the SPDE solver can share one path 
 from __future__ import annotations
 
 import math
+
 import numpy as np
 
 from . import _validate
@@ -31,7 +32,8 @@ from .kernels import ActivationKernel
 from .noise import NoisePath, check_noise
 from .noise._path import _largest_lmax, noise_path_cost
 from .particles import NonFiniteError
-from .sphere import basis, has_basis, project
+from .sphere import basis, has_basis
+from .sphere._geometry import _normalise
 from .trajectory import Trajectory
 
 __all__ = ["Transformer", "TransformerResult"]
@@ -243,6 +245,11 @@ class Transformer:
         check_cost("Transformer.run", seconds=0.0, memory=8.0 * (self.L + 1) * n * self.d,
                    parameter="(L + 1) * N * d", value=f"{self.L + 1} * {n} * {self.d}",
                    largest=f"{int(_validate.COST_LIMIT_BYTES // 8)} saved numbers")
+        # the blocked attention holds two (block x N) matrices (logits and their exponentials)
+        attn = 16.0 * min(self.block, n) * n
+        check_cost("Transformer.run", seconds=0.0, memory=attn, parameter="N (tokens)", value=n,
+                   largest=int(math.isqrt(int(_validate.COST_LIMIT_BYTES // 16))) if self.block >= n
+                   else int(_validate.COST_LIMIT_BYTES // (16 * self.block)))
         gaussian = self.width is None
         if gaussian:
             if seed is not None and not isinstance(seed, (int, np.integer, np.random.SeedSequence, np.random.Generator)):
@@ -270,10 +277,11 @@ class Transformer:
                 def field(pts, _w=weights):
                     return self.mlp_field(pts, *_w)
             if self.variant == "sequential":
-                y = project(x + self.alpha1 * self.attention(x))
-                x = project(y + field(y))
+                # unchecked: a non-finite layer reaches the NonFiniteError below, with its remedy
+                y = _normalise(x + self.alpha1 * self.attention(x))
+                x = _normalise(y + field(y))
             else:
-                x = project(x + self.alpha1 * self.attention(x) + field(x))
+                x = _normalise(x + self.alpha1 * self.attention(x) + field(x))
             if not np.all(np.isfinite(x)):
                 raise NonFiniteError(f"non-finite tokens after layer {layer + 1} of {self.L} (t = {times[layer + 1]:.6g}); "
                                      "use more layers L, a smaller beta or better-conditioned Q, K, V")

@@ -15,6 +15,10 @@ from .._validate import as_float
 __all__ = ["NoiseSource", "NoiseField", "check_noise", "noise_dimension"]
 
 
+#: Largest accepted | |x|^2 - 1 | of a point where a noise field is evaluated.
+_UNIT_TOL = 1e-6
+
+
 def field_points(x, d: int, name: str = "x") -> np.ndarray:
     """Points (N, d) at which a noise field is evaluated, as float64; complex or non-numeric input raises."""
     arr = np.asarray(x)
@@ -25,6 +29,14 @@ def field_points(x, d: int, name: str = "x") -> np.ndarray:
     arr = arr.astype(np.float64, copy=False)
     if arr.ndim != 2 or arr.shape[1] != d:
         raise ValueError(f"{name} must have shape (N, {d}), got {arr.shape}")
+    # the field lives on the sphere: off it, the fast transforms (which see only the angles)
+    # and the direct basis (polynomials in x) would disagree, so such points are refused
+    sq = np.einsum("ij,ij->i", arr, arr)
+    dev = np.abs(sq - 1.0)
+    if arr.shape[0] and not np.max(dev) <= _UNIT_TOL:  # also catches NaN
+        i = int(np.argmax(np.where(np.isfinite(dev), dev, np.inf)))
+        raise ValueError(f"{name} must be unit vectors (points of S^{d - 1}): row {i} has |x|^2 = {sq[i]:.6g}; "
+                         "normalise with x / np.linalg.norm(x, axis=1, keepdims=True)")
     return arr
 
 

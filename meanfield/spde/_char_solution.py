@@ -368,7 +368,18 @@ class CharacteristicsSolution:
 
     @classmethod
     def load(cls, path) -> "CharacteristicsSolution":
-        """Read a file written by :meth:`save`."""
+        """Read a file written by :meth:`save`; a missing, foreign or damaged file raises one
+        error naming it (``OSError`` if it cannot be read, ``ValueError`` otherwise)."""
+        try:
+            return cls._load(path)
+        except OSError:
+            raise
+        except Exception as exc:  # a foreign .npz, a truncated file, a missing key: name the file
+            raise ValueError(f"{str(path)!r} is not a file written by CharacteristicsSolution.save "
+                             f"({type(exc).__name__}: {exc})") from None
+
+    @classmethod
+    def _load(cls, path):
         with np.load(path, allow_pickle=False) as f:
             meta = json.loads(str(f["meta"]))
             times = f["times"]

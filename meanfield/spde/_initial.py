@@ -8,7 +8,8 @@ import math
 import numpy as np
 from scipy import special
 
-from .._validate import as_float, as_int, as_real_array, as_rng
+from .. import _validate
+from .._validate import as_float, as_int, as_real_array, as_rng, check_cost
 from ..attention import attention_eigenvalues
 from ..sphere import basis, harmonic_dimension, sphere_area
 
@@ -20,6 +21,15 @@ RESOLUTION_TOL = 1e-6
 
 #: Largest degree :meth:`InitialCondition.required_degree` searches.
 _REQUIRED_DEGREE_CAP = 4096
+
+
+def _sample_size(n, d: int) -> int:
+    """``n`` of a ``sample`` call, checked: >= 1 and the samples (with their temporaries, about four
+    (n, d) arrays) within the memory limit."""
+    n = as_int(n, "n", min_value=1)
+    check_cost("sample", seconds=0.0, memory=32.0 * n * d, parameter="n", value=n,
+               largest=int(_validate.COST_LIMIT_BYTES // (32 * d)))
+    return n
 
 
 class InitialCondition(abc.ABC):
@@ -118,7 +128,7 @@ class Uniform(InitialCondition):
 
     def sample(self, n: int, seed=None) -> np.ndarray:
         """n iid uniform points, shape (n, d) (normalised Gaussians)."""
-        n = as_int(n, "n", min_value=1)
+        n = _sample_size(n, self.d)
         z = as_rng(seed).standard_normal((n, self.d))
         return z / np.linalg.norm(z, axis=1, keepdims=True)
 
@@ -188,7 +198,7 @@ class VonMisesFisher(InitialCondition):
 
     def sample(self, n: int, seed=None) -> np.ndarray:
         """n iid samples, shape (n, d): Wood's exact inversion on S^2, von Mises angles on S^1."""
-        n = as_int(n, "n", min_value=1)
+        n = _sample_size(n, self.d)
         rng = as_rng(seed)
         k = self.kappa
         if self.d == 2:
@@ -270,7 +280,7 @@ class Mixture(InitialCondition):
 
     def sample(self, n: int, seed=None) -> np.ndarray:
         """n iid samples: multinomial component counts, then each component's sampler, shuffled."""
-        n = as_int(n, "n", min_value=1)
+        n = _sample_size(n, self.d)
         rng = as_rng(seed)
         counts = rng.multinomial(n, self.weights)
         parts = [c.sample(int(k), rng) for c, k in zip(self.components, counts) if k > 0]

@@ -326,7 +326,18 @@ class SPDESolution:
 
     @classmethod
     def load(cls, path) -> "SPDESolution":
-        """Read a file written by :meth:`save`."""
+        """Read a file written by :meth:`save`; a missing, foreign or damaged file raises one
+        error naming it (``OSError`` if it cannot be read, ``ValueError`` otherwise)."""
+        try:
+            return cls._load(path)
+        except OSError:
+            raise
+        except Exception as exc:  # a foreign .npz, a truncated file, a missing key: name the file
+            raise ValueError(f"{str(path)!r} is not a file written by SPDESolution.save "
+                             f"({type(exc).__name__}: {exc})") from None
+
+    @classmethod
+    def _load(cls, path):
         with np.load(path, allow_pickle=False) as f:
             meta = json.loads(str(f["meta"]))
             return cls(meta["d"], meta["lmax"], f["times"], f["coeffs"], meta["beta"], meta.get("V"), meta)

@@ -8,7 +8,7 @@ import numpy as np
 
 import meanfield
 
-from .._validate import as_beta, as_bool, as_float, as_int, as_matrix
+from .._validate import as_beta, as_bool, as_float, as_int, as_matrix, check_steps
 from ..attention import required_degree
 from ..noise import noise_dimension
 from ..sphere import Basis, Grid, basis, check_dimension
@@ -259,6 +259,7 @@ def solve_spde(
     if np.any(bad):
         raise ValueError(f"every t_eval must be t0 + a multiple of dt = {dt} (t0 = {t_start}); {t_eval[bad][0]} is not")
     n_total = int(steps[-1])
+    check_steps("solve_spde", n_total, dt, float(t_start + n_total * dt))
     t_final = n_total * dt
     if noise_on and t_start + t_final > noise.t_max * (1 + 1e-12):
         raise ValueError(f"t_eval reaches {t_start + t_final} beyond the noise path's t_max = {noise.t_max}")

@@ -6,6 +6,9 @@ import math
 
 import numpy as np
 
+from .. import _validate
+from .._validate import as_int, as_points, check_cost
+
 __all__ = [
     "sphere_area",
     "project",
@@ -26,6 +29,7 @@ def sphere_area(d: int) -> float:
     >>> round(sphere_area(3) / math.pi, 12)
     4.0
     """
+    d = as_int(d, "d", min_value=1)
     return 2.0 * math.pi ** (d / 2) / math.gamma(d / 2)
 
 
@@ -37,7 +41,27 @@ def project(z: np.ndarray) -> np.ndarray:
     >>> project(np.array([[3.0, 4.0]]))
     array([[0.6, 0.8]])
     """
-    return z / np.linalg.norm(z, axis=1, keepdims=True)
+    z = np.asarray(z)
+    if z.dtype.kind not in "biuf":
+        raise TypeError(f"project: z must be a real array of shape (N, d), got dtype {z.dtype}")
+    if z.ndim != 2:
+        raise ValueError(f"project: z must have shape (N, d), got shape {z.shape}")
+    norm = np.linalg.norm(z, axis=1, keepdims=True)
+    # checked on the N norms only (cheap next to the step that produced z): a NaN or infinite
+    # entry makes its row's norm non-finite, a zero row has no direction
+    bad = ~(np.isfinite(norm[:, 0]) & (norm[:, 0] > 0))
+    if np.any(bad):
+        i = int(np.flatnonzero(bad)[0])
+        what = "a zero row" if norm[i, 0] == 0 else "a NaN or infinite entry"
+        raise ValueError(f"project: z has {what} (row {i} of {z.shape[0]}), which has no direction on the sphere")
+    return z / norm
+
+
+def _normalise(z: np.ndarray) -> np.ndarray:
+    """z / |z| row-wise without the checks of :func:`project`: solver steps use it so that a
+    non-finite step reaches their own error, which names the time and a remedy."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return z / np.linalg.norm(z, axis=1, keepdims=True)
 
 
 def tangent_project(x: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -62,7 +86,9 @@ def cart_to_angles(x: np.ndarray) -> np.ndarray:
     >>> cart_to_angles(np.array([[0.0, 0.0, 1.0]])).tolist()
     [[0.0, 0.0]]
     """
-    x = np.asarray(x, dtype=np.float64)
+    x = as_points(x, "x", unit_tol=None)
+    if x.shape[1] not in (2, 3):
+        raise ValueError(f"cart_to_angles: x must have d = 2 or 3 columns, got shape {x.shape}")
     lon = np.mod(np.arctan2(x[:, 1], x[:, 0]), 2 * np.pi)
     if x.shape[1] == 2:
         return lon
@@ -112,5 +138,11 @@ def sample_uniform(n: int, d: int, rng: np.random.Generator) -> np.ndarray:
     >>> x.shape, bool(np.allclose(np.linalg.norm(x, axis=1), 1.0))
     ((5, 4), True)
     """
+    n = as_int(n, "n", min_value=0)
+    d = as_int(d, "d", min_value=1)
+    largest = max(0, int(_validate.COST_LIMIT_BYTES // (16 * d)))
+    check_cost("sample_uniform", seconds=0.0, memory=16.0 * n * d, parameter="n", value=n, largest=largest)
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"sample_uniform: rng must be a numpy Generator, got {type(rng).__name__}")
     z = rng.standard_normal((n, d))
     return z / np.linalg.norm(z, axis=1, keepdims=True)

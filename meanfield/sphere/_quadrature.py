@@ -46,6 +46,8 @@ def gauss_legendre(n: int) -> tuple[np.ndarray, np.ndarray]:
     (2.0, 0.4)
     """
     n = as_int(n, "n", min_value=1)
+    check_cost("gauss_legendre", seconds=0.0, memory=48.0 * n, parameter="n", value=n,
+               largest=int(_validate.COST_LIMIT_BYTES // 48))
     return _leggauss(n)
 
 
@@ -80,6 +82,10 @@ def sphere_quadrature(n_lat: int, n_lon: int | None = None, *, offset: float = 0
     """
     n_lat = as_int(n_lat, "n_lat", min_value=1)
     n_lon = 2 * n_lat if n_lon is None else as_int(n_lon, "n_lon", min_value=1)
+    # nodes (3 doubles), weights and the temporaries of the outer products: ~10 doubles a node
+    per_lat = 80.0 * n_lon
+    check_cost("sphere_quadrature", seconds=0.0, memory=per_lat * n_lat, parameter="n_lat", value=n_lat,
+               largest=int(_validate.COST_LIMIT_BYTES // per_lat))
     t, w = gauss_legendre(n_lat)
     phi = 2.0 * np.pi * (np.arange(n_lon) + offset) / n_lon
     s = np.sqrt(1.0 - t**2)
@@ -116,6 +122,8 @@ def circle_quadrature(n: int, *, offset: float = 0.5) -> tuple[np.ndarray, np.nd
     ((4, 2), True)
     """
     n = as_int(n, "n", min_value=1)
+    check_cost("circle_quadrature", seconds=0.0, memory=48.0 * n, parameter="n", value=n,
+               largest=int(_validate.COST_LIMIT_BYTES // 48))
     phi = 2.0 * np.pi * (np.arange(n) + offset) / n
     return np.stack([np.cos(phi), np.sin(phi)], axis=1), np.full(n, 2.0 * np.pi / n)
 

@@ -13,6 +13,8 @@ import math
 
 import numpy as np
 
+from .._validate import as_int, as_real_array
+
 __all__ = ["real_basis_s2", "n_alm", "alm_index", "real_to_alm", "alm_to_real"]
 
 
@@ -91,7 +93,11 @@ def real_to_alm(b: np.ndarray, lmax: int) -> np.ndarray:
 
     a_l0 = b_l0 and a_lm = (b_{l,m} - i b_{l,-m}) / sqrt(2) for m > 0.
     """
-    b = np.asarray(b)
+    lmax = as_int(lmax, "lmax", min_value=0)
+    b = as_real_array(b, "b")
+    if b.ndim < 1 or b.shape[-1] != (lmax + 1) ** 2:
+        raise ValueError(f"real_to_alm: b must have (lmax + 1)^2 = {(lmax + 1) ** 2} coefficients in its last axis "
+                         f"for lmax = {lmax}, got shape {b.shape}")
     _, m, pos, neg = _real_alm_maps(lmax)
     s = np.where(m > 0, 1 / math.sqrt(2), 1.0)
     return s * (b[..., pos] - 1j * np.where(m > 0, b[..., neg], 0.0))
@@ -99,7 +105,14 @@ def real_to_alm(b: np.ndarray, lmax: int) -> np.ndarray:
 
 def alm_to_real(a: np.ndarray, lmax: int) -> np.ndarray:
     """Inverse of :func:`real_to_alm`."""
+    lmax = as_int(lmax, "lmax", min_value=0)
     a = np.asarray(a)
+    n = (lmax + 1) * (lmax + 2) // 2
+    if a.ndim < 1 or a.shape[-1] != n:
+        raise ValueError(f"alm_to_real: a must have (lmax + 1)(lmax + 2)/2 = {n} coefficients in its last axis for "
+                         f"lmax = {lmax}, got shape {a.shape}")
+    if not np.all(np.isfinite(a)):
+        raise ValueError("alm_to_real: a contains NaN or infinite values")
     _, m, pos, neg = _real_alm_maps(lmax)
     out = np.empty(a.shape[:-1] + ((lmax + 1) ** 2,), dtype=np.float64)
     s = np.where(m > 0, math.sqrt(2), 1.0)

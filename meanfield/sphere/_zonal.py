@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
-from .._validate import as_int
+from .. import _validate
+from .._validate import as_int, as_real_array, check_cost
 from ._geometry import sphere_area
 
 __all__ = ["harmonic_dimension", "legendre_d", "legendre_recurrence", "zonal", "zonal_derivative"]
@@ -20,7 +21,15 @@ def harmonic_dimension(d: int, lmax: int) -> np.ndarray:
     """Dimension of the space H_l of degree-l spherical harmonics on S^{d-1}, l = 0..lmax.
 
     dim H_l = C(l+d-1, d-1) - C(l+d-3, d-1); on S^1 it is 1, 2, 2, ...; on S^2, 2l+1.
+
+    Examples
+    --------
+    >>> harmonic_dimension(3, 3).tolist()
+    [1.0, 3.0, 5.0, 7.0]
     """
+    d, lmax = _check_dimension_degree(d, lmax)
+    check_cost("harmonic_dimension", seconds=0.0, memory=32.0 * (lmax + 1), parameter="lmax", value=lmax,
+               largest=int(_validate.COST_LIMIT_BYTES // 32) - 1)
     ls = np.arange(lmax + 1)
     out = special.comb(ls + d - 1, d - 1, exact=False) - np.where(
         ls >= 2, special.comb(np.maximum(ls + d - 3, 0), d - 1, exact=False), 0.0
@@ -30,6 +39,19 @@ def harmonic_dimension(d: int, lmax: int) -> np.ndarray:
 
 def _check_dimension_degree(d, lmax) -> tuple[int, int]:
     return as_int(d, "d", min_value=2), as_int(lmax, "lmax", min_value=0)
+
+
+def _check_t(t, what: str, lmax: int) -> np.ndarray:
+    """t as a float array in [-1, 1] (rounding slack 1e-12), with the memory of ``(lmax + 1) x size(t)``
+    results checked."""
+    t = as_real_array(t, "t")
+    if t.size and np.max(np.abs(t)) > 1.0 + 1e-12:
+        raise ValueError(f"{what}: t must lie in [-1, 1] (a cosine), got a value {float(np.max(np.abs(t))):.6g} in "
+                         "absolute value")
+    per_degree = 16.0 * max(t.size, 1)
+    check_cost(what, seconds=0.0, memory=per_degree * (lmax + 1), parameter="lmax", value=lmax,
+               largest=max(0, int(_validate.COST_LIMIT_BYTES // per_degree) - 1))
+    return t
 
 
 def legendre_recurrence(d: int, lmax: int, t):
@@ -72,7 +94,7 @@ def legendre_d(d: int, lmax: int, t) -> np.ndarray:
     [1.0, 0.5, -0.5, -1.0]
     """
     d, lmax = _check_dimension_degree(d, lmax)
-    t = np.asarray(t, dtype=np.float64)
+    t = _check_t(t, "legendre_d", lmax)
     out = np.empty((lmax + 1,) + t.shape)
     for l, p in enumerate(legendre_recurrence(d, lmax, t)):
         out[l] = p
@@ -81,14 +103,16 @@ def legendre_d(d: int, lmax: int, t) -> np.ndarray:
 
 def zonal(d: int, lmax: int, t) -> np.ndarray:
     """Zonal harmonics Z_l(t) = dim H_l / ``|S^{d-1}|`` · P_l^{(d)}(t), shape ``(lmax+1,) + shape(t)``."""
-    t = np.asarray(t, dtype=np.float64)
+    d, lmax = _check_dimension_degree(d, lmax)
+    t = _check_t(t, "zonal", lmax)
     scale = harmonic_dimension(d, lmax) / sphere_area(d)
     return scale.reshape((-1,) + (1,) * t.ndim) * legendre_d(d, lmax, t)
 
 
 def zonal_derivative(d: int, lmax: int, t) -> np.ndarray:
     """Derivative Z_l'(t), from d/dt C_l^{a}(t) = 2a C_{l-1}^{a+1}(t) (a = (d-2)/2 > 0) or T_l' = l U_{l-1}."""
-    t = np.asarray(t, dtype=np.float64)
+    d, lmax = _check_dimension_degree(d, lmax)
+    t = _check_t(t, "zonal_derivative", lmax)
     ls = np.arange(lmax + 1).reshape((-1,) + (1,) * t.ndim)
     scale = (harmonic_dimension(d, lmax) / sphere_area(d)).reshape(ls.shape)
     lm1 = np.maximum(ls - 1, 0)
