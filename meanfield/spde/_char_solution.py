@@ -235,7 +235,8 @@ class CharacteristicsSolution:
                 D = matmat(DT, D)
         return (y, D) if jac else y
 
-    def fine_cloud(self, i: int, *, M: int | None = None, n_lat: int | None = None, sub: int = 4) -> dict:
+    def fine_cloud(self, i: int, *, M: int | None = None, n_lat: int | None = None, sub: int = 4,
+                   jac_stride: int = 1) -> dict:
         """A finer quadrature of ρ_{t_i}: a new initial rule of the chart carried by :meth:`push`.
 
         The new nodes do not drive the attention (the velocity of each step is that of this
@@ -264,6 +265,10 @@ class CharacteristicsSolution:
         sub : int, >= 1
             Gauss points per coordinate (in the angles) for the cell masses
             (:meth:`meanfield.sphere.CellChart.cell_integrals`).
+        jac_stride : int, >= 1
+            Carry the Jacobians DΦ (for ``length``, ``bound`` and ``rms_cell``) only for every
+            ``jac_stride``-th cell: the two distances are then estimated from that systematic
+            sample (weighted by the cell masses), and ``length`` is NaN for the other cells.
 
         Returns
         -------
@@ -279,13 +284,22 @@ class CharacteristicsSolution:
         x0 = cells.points()
         mass = cells.w * self._rho0(x0)
         cell_mass = cells.chart.cell_integrals(self._rho0, cells.lo, cells.hi, sub)
-        y, D = self.push(x0, i, jac=True)
-        cols = np.linalg.norm(matmat(D, cells.start_frame()), axis=1) * cells.extents()  # (M', d-1)
-        length = cols.sum(axis=1)
-        c = cell_mass / cell_mass.sum()
+        jac_stride = as_int(jac_stride, "jac_stride", min_value=1)
+        if jac_stride == 1:
+            y, D = self.push(x0, i, jac=True)
+            sel = np.arange(len(cells))
+        else:
+            y = self.push(x0, i)
+            sel = np.arange(0, len(cells), jac_stride)
+            _, D = self.push(x0[sel], i, jac=True)
+        sc = cells.take(sel)
+        cols = np.linalg.norm(matmat(D, sc.start_frame()), axis=1) * sc.extents()  # (k, d-1)
+        length = np.full(len(cells), np.nan)
+        length[sel] = cols.sum(axis=1)
+        c = cell_mass[sel] / cell_mass[sel].sum()
         return {"x": y, "mass": mass, "cell_mass": cell_mass, "length": length,
                 "rms_cell": float(math.sqrt(np.sum(c * np.sum(cols**2, axis=1)) / 12.0)),
-                "bound": float(math.sqrt(np.sum(c * length**2)))}
+                "bound": float(math.sqrt(np.sum(c * length[sel] ** 2)))}
 
     def energy(self, i: int, beta: float | None = None, *, kind: str = "gap") -> float:
         """Gap energy E_β = (1/2β) ∫∫ (e^β - e^{β<x,y>}) dρ dρ (``kind="gap"``) or
