@@ -224,10 +224,21 @@ def as_matrix(m, name: str, d: int) -> np.ndarray | None:
     return arr
 
 
-#: The range of the attention inverse temperature β accepted by the solvers (the one place it is stated).
-BETA_MIN = 0.0
+#: The attention inverse temperature β may be any finite real number: β > 0 weights nearby tokens
+#: more (the paper's setting), β < 0 weights distant tokens more (the "repulsive" or anti-aligned
+#: attention of part of the literature), β = 0 is the plain mean.
+#: This is the one place its range is stated.
 
 
-def as_beta(beta, name: str = "beta", *, positive: bool = False) -> float:
-    """Validate the attention inverse temperature β >= 0 (> 0 with ``positive``); the one definition of its range."""
-    return as_float(beta, name, min_value=BETA_MIN, strict_min=positive)
+def as_beta(beta, name: str = "beta", *, nonzero: bool = False) -> float:
+    """Validate the attention inverse temperature β ∈ ℝ (β ≠ 0 with ``nonzero``); the one definition of its range.
+
+    Examples
+    --------
+    >>> as_beta(-2)
+    -2.0
+    """
+    value = as_float(beta, name)
+    if nonzero and value == 0.0:
+        raise ValueError(f"{name} must be nonzero here (the log-gradient form of the attention divides by it), got 0")
+    return value

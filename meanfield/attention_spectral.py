@@ -3,15 +3,15 @@
 For Q = K = V = I the attention velocity of a (weighted) empirical measure
 μ^N = Σ_j w_j δ_{x_j} (Σ_j w_j = 1) is the log-gradient of a zonal convolution,
 
-    v(x) = P_x A(x; μ^N) = β^{-1} ∇_S log g(x),      g(x) = e^{-β} ∫ e^{β<x,y>} μ^N(dy),
+    v(x) = P_x A(x; μ^N) = β^{-1} ∇_S log g(x),      g(x) = e^{-abs(β)} ∫ e^{β<x,y>} μ^N(dy),
 
-and g is diagonal in spherical harmonics, g_lm = (e^{-β} λ_l) μ_lm (Funk–Hecke, see
+and g is diagonal in spherical harmonics, g_lm = (e^{-abs(β)} λ_l) μ_lm (Funk–Hecke, see
 :func:`meanfield.attention.attention_eigenvalues`). The spectral evaluator therefore
 
 1. computes the empirical coefficients μ_lm = Σ_j w_j conj(Y_lm(x_j)) by ONE adjoint
    non-uniform transform at the tokens (S^2: ``ducc0.sht.experimental.adjoint_synthesis_general``;
    S^1: a type-1 NUFFT ``ducc0.nufft.nu2u``),
-2. multiplies by e^{-β} λ_l, l <= L,
+2. multiplies by e^{-abs(β)} λ_l, l <= L,
 3. synthesises g and ∇_S g at the tokens (S^2: ``synthesis_general`` with spin 0 and with
    ``mode='DERIV1'``; S^1: one type-2 NUFFT ``ducc0.nufft.u2nu`` that returns g + i g'),
 
@@ -21,26 +21,40 @@ which costs O(N log(1/ε) + L² log L) instead of the O(N²) of the direct sum
 Accuracy (what ``tol`` means)
 -----------------------------
 ``tol`` bounds the absolute error ``max_i |v_spec(x_i) - v(x_i)|``; since ``|A| <= 1`` this is an error
-relative to the natural velocity scale 1. Two sources contribute, each given half of ``tol``:
+relative to the natural velocity scale 1. Write b = abs(β). Two sources contribute, each given half of ``tol``:
 
-* truncation at degree L. With t_0(L) = Σ_{l>L} e^{-β} λ_l Z_l(1) and
-  t_1(L) = Σ_{l>L} e^{-β} λ_l sqrt(l(l+d-2)) Z_l(1) (bounds of the tail of g and of ∇_S g,
-  by the addition theorem and Cauchy–Schwarz) and the lower bound g(x_i) >= g_min =
-  max(w_i, e^{-2β}) at a token x_i of weight w_i, the identity
-  v - v_L = (∇r - β v r)/(β g_L) (r = g - g_L, ``|v| <= 1``) gives the rigorous bound
+* truncation at degree L. With t_0(L) = Σ_{l>L} abs(e^{-b} λ_l) Z_l(1) and
+  t_1(L) = Σ_{l>L} abs(e^{-b} λ_l) sqrt(l(l+d-2)) Z_l(1) (bounds of the tail of g and of ∇_S g,
+  by the addition theorem and Cauchy–Schwarz) and a lower bound g(x_i) >= g_min at the
+  tokens, the identity v - v_L = (∇r - β v r)/(β g_L) (r = g - g_L, ``|v| <= 1``) gives the
+  rigorous bound
 
-      ``|v(x_i) - v_L(x_i)| <= (t_1(L)/β + t_0(L)) / (g_min - t_0(L))``.
+      ``|v(x_i) - v_L(x_i)| <= (t_1(L)/b + t_0(L)) / (g_min - t_0(L))``.
 
-  The evaluator picks the smallest L for which this is <= tol/2 with g_min = max(min_i w_i,
-  e^{-2β}). Unlike :func:`meanfield.attention.required_degree` it bounds the gradient tail too,
-  and the token mass w_i replaces the floor e^{-2β} when larger (β > log(N)/2), which keeps
-  the degree lower at large β.
+  For β > 0, g_min = max(min_i w_i, e^{-2β}): the token's own mass w_i replaces the floor e^{-2β}
+  when larger (β > log(N)/2), which keeps the degree lower at large β. For β < 0
+  a token's own mass enters g with the smallest kernel value e^{-2b}, so only the
+  floor g_min = e^{-2b} holds (a tight cluster attains it). The evaluator picks the smallest L
+  for which the bound is <= tol/2. Unlike :func:`meanfield.attention.required_degree` it bounds
+  the gradient tail too. Since abs(λ_l(β)) = λ_l(abs(β)), the tails depend on b only.
 * the non-uniform transforms, run at accuracy ε = clip(0.1 tol, 2e-13, 1e-2) (2e-13 is ducc0's
   double-precision floor). ducc0's error is not a pointwise guarantee; measured on uniform,
   clustered (vMF κ = 200–300) and isolated-token clouds (N = 2·10^3–2·10^4, β = 0.5–40) the
   transform-induced velocity error stayed below 0.07 ε on S^2 and 0.2 ε on S^1, and the error model used in
   :attr:`SpectralAttention.predicted_error` is 1 · ε. Requests with tol < 4e-13 therefore
   cannot be met and are reported as such.
+* β < 0 only: round-off. The coefficients of g have alternating signs and
+  ``Σ_l |e^{-b} λ_l| Z_l(1) = 1`` while g can be as small as e^{-2b}, so the rounding error
+  u = 2.2e-16 of the coefficients is amplified to about u e^{2b} in v (the FFT-free S^1 power
+  sum, which has no transform error, shows the same floor). Measured at a degree far above the
+  truncation bound on tight single clusters (the worst case), three clusters and uniform clouds
+  on S^1 and S^2 (N = 3000, β = -0.5 to -10, ε = 2e-13 and 1e-10): the velocity error stayed
+  below 0.25 u e^{2b} + 0.1 ε + 1e-14, so the transform part does not grow with b, and the
+  model adds :data:`ROUNDOFF_FACTOR` · u e^{2b}. With the planned degree and ε, every case
+  (tol = 1e-10 to 1e-3, N = 50 and 3000, both S^1 backends) met its tol, the worst at 0.22 tol. When this floor alone exceeds tol/2
+  (b > ½ log(tol / 2u), e.g. b > 6.2 at tol = 1e-10, b > 10.8 at tol = 1e-6) the
+  evaluator refuses with a ``ValueError`` that points to ``method="direct"`` (which is exact for
+  either sign of β).
 
 :func:`select_velocity` (``method="auto"``) uses this path for β <= 50 (:data:`AUTO_MAX_BETA`,
 the range covered by the tests) and N above the measured crossover (:data:`AUTO_MIN_N`).
@@ -91,6 +105,7 @@ __all__ = [
     "DUCC_EPS_MIN",
     "AUTO_MIN_N",
     "AUTO_MAX_BETA",
+    "ROUNDOFF_FACTOR",
 ]
 
 #: Token counts from which ``method="auto"`` prefers the spectral evaluator (measured on
@@ -113,7 +128,11 @@ TRANSFORM_ERROR_FACTOR = 1.0
 #: 2 cores: N = 1000 at L = 11 power sum 0.4 ms vs NUFFT 1.3 ms; at L = 28, 0.7 vs 0.6 ms).
 S1_DIRECT_MAX_WORK = 16384
 
-#: Largest β for which ``method="auto"`` uses the spectral path (accuracy verified in the
+#: β < 0: velocity round-off in units of u e^{2 abs(β)} (u the double-precision epsilon); measured
+#: <= 0.25 on tight clusters, three clusters and uniform clouds (S^1, S^2, N = 3000, β = -0.5..-10).
+ROUNDOFF_FACTOR = 1.0
+
+#: Largest abs(β) for which ``method="auto"`` uses the spectral path (accuracy verified in the
 #: tests up to here; beyond it g varies over e^{2β} on the sphere and the degree grows like β).
 AUTO_MAX_BETA = 50.0
 
@@ -135,8 +154,9 @@ class SpectralAttention:
     ----------
     d : {2, 3}
         Ambient dimension (tokens on S^{d-1}).
-    beta : float, >= 0
-        Inverse temperature. β = 0 gives the exact v = P_x (Σ_j w_j x_j).
+    beta : float
+        Inverse temperature, any real (β < 0 weights distant tokens more; see the module docstring for the
+        accuracy floor at large -β). β = 0 gives the exact v = P_x (Σ_j w_j x_j).
     tol : float, > 0
         Target absolute velocity error (``|v| <= 1``); see the module docstring for the bound.
     lmax : int, optional
@@ -154,12 +174,18 @@ class SpectralAttention:
     Attributes
     ----------
     lmax : int
-        Degree for the worst case g_min = e^{-2β} (the most any call uses), or the fixed degree.
+        Degree for the worst case g_min = e^{-2 abs(β)} (the most any call uses), or the fixed degree.
     tol, beta, d, nthreads, epsilon
     last_lmax, last_epsilon : int, float
         Degree and transform accuracy used by the latest call.
     predicted_error : float
-        Error bound (truncation + transform estimate) for the worst case g_min = e^{-2β}.
+        Error bound (truncation + transform estimate, + round-off for β < 0) for the worst case
+        g_min = e^{-2 abs(β)}.
+
+    Raises
+    ------
+    ValueError
+        β < 0 and the round-off floor ``ROUNDOFF_FACTOR · u e^{2|β|}`` exceeds tol/2.
 
     Examples
     --------
@@ -185,14 +211,31 @@ class SpectralAttention:
         self._fixed_eps = None if epsilon is None else as_float(epsilon, "epsilon", min_value=DUCC_EPS_MIN, max_value=0.1)
         self._fixed_lmax = None if lmax is None else as_int(lmax, "lmax", min_value=0, max_value=_DEGREE_CAP)
         self._tails()
-        self.lmax, self.epsilon, self.predicted_error = self._plan(math.exp(-2 * self.beta))
+        if self.beta < 0 and self._roundoff() > 0.5 * self.tol:
+            raise ValueError(
+                f"beta = {self.beta}: the spectral attention cannot reach tol = {self.tol:g} for negative beta "
+                f"at this |beta| (round-off floor ~ {self._roundoff():.2g} = 2.2e-16 * e^(2|beta|)); use "
+                f"the direct sum (attention='direct' in solve_particles, method='direct' in select_velocity, "
+                f"exact for either sign of beta) or tol >= {2 * self._roundoff():.2g}")
+        self.lmax, self.epsilon, self.predicted_error = self._plan(self._gmin(0.0))
         self.last_lmax = self.lmax
         self.last_epsilon = self.epsilon
 
     # -- degree and accuracy ---------------------------------------------------------------
+    def _gmin(self, wmin: float) -> float:
+        """Lower bound of g at the tokens; a token's own mass helps only when β > 0 (module docstring)."""
+        floor = math.exp(-2 * abs(self.beta))
+        return max(wmin, floor) if self.beta > 0 else floor
+
+    def _roundoff(self) -> float:
+        """β < 0: predicted round-off of v, ROUNDOFF_FACTOR · u e^{2 abs(β)} (0 for β >= 0)."""
+        if self.beta >= 0:
+            return 0.0
+        return ROUNDOFF_FACTOR * float(np.finfo(np.float64).eps) * math.exp(min(2 * abs(self.beta), 700.0))
+
     def _tails(self) -> None:
         """t_0(L), t_1(L) for L = 0..cap (tails Σ_{l>L}), computed once."""
-        beta, d = self.beta, self.d
+        beta, d = abs(self.beta), self.d  # |e^{-|β|} λ_l(β)| = e^{-|β|} λ_l(|β|)
         if beta == 0.0:
             self._t0 = self._t1 = np.zeros(1)
             return
@@ -218,7 +261,7 @@ class SpectralAttention:
         t0, t1 = self._t0[L], self._t1[L]
         if t0 >= gmin:
             return math.inf
-        return (t1 / self.beta + t0) / (gmin - t0)
+        return (t1 / abs(self.beta) + t0) / (gmin - t0)
 
     def _plan(self, gmin: float) -> tuple[int, float, float]:
         """(degree, ducc epsilon, predicted error) for a lower bound g_min of the scaled g at the tokens."""
@@ -233,7 +276,7 @@ class SpectralAttention:
         else:
             t0, t1 = self._t0, self._t1
             with np.errstate(divide="ignore", invalid="ignore"):
-                bound = np.where(t0 < gmin, (t1 / self.beta + t0) / (gmin - t0), np.inf)
+                bound = np.where(t0 < gmin, (t1 / abs(self.beta) + t0) / (gmin - t0), np.inf)
             ok = np.nonzero(bound <= 0.5 * self.tol)[0]
             if ok.size == 0:
                 raise ValueError(
@@ -241,7 +284,7 @@ class SpectralAttention:
                     "use method='direct'"
                 )
             L = int(ok[0])
-        predicted = float(self.truncation_bound(L, gmin) + TRANSFORM_ERROR_FACTOR * eps)
+        predicted = float(self.truncation_bound(L, gmin) + TRANSFORM_ERROR_FACTOR * eps + self._roundoff())
         return L, float(eps), predicted
 
     # -- evaluation ------------------------------------------------------------------------
@@ -280,7 +323,7 @@ class SpectralAttention:
             w = np.full(n, wmin)
         else:
             wmin = float(w.min())
-        L, eps, _ = self._plan(max(wmin, math.exp(-2 * self.beta)))
+        L, eps, _ = self._plan(self._gmin(wmin))
         L = min(L, self.lmax) if self._fixed_lmax is None else L
         self.last_lmax, self.last_epsilon = L, eps
         lam = attention_eigenvalues(self.d, self.beta, L)
@@ -311,7 +354,7 @@ class SpectralAttention:
         if backend == "direct":
             z = x[:, 0] + 1j * x[:, 1]
             z /= np.abs(z)  # exactly e^{iθ}: inputs are unit only to 1e-8, and powers amplify |z| - 1
-            # lam_k = 2π e^{-β} I_k(β); the sum Σ_y e^{β cos} = Σ_k I_k c_k e^{ikθ} uses I_k = lam_k / 2π
+            # lam_k = 2π e^{-|β|} I_k(β); the sum Σ_y e^{β cos} = Σ_k I_k c_k e^{ikθ} uses I_k = lam_k / 2π
             gz = _s1_direct(w, z, lam / (2 * math.pi), max(1, 2**20 // max(L, 1)))
         else:
             theta = np.arctan2(x[:, 1], x[:, 0])
@@ -336,7 +379,7 @@ def spectral_attention_velocity(x, beta: float, weights=None, *, tol: float = 1e
     Parameters
     ----------
     x : ndarray, shape (N, d), d in {2, 3}
-    beta : float, >= 0
+    beta : float
     weights : ndarray, shape (N,), optional
     tol : float, > 0
         Absolute velocity accuracy.
@@ -377,7 +420,7 @@ def select_velocity(method: str, d: int, beta: float, Q=None, K=None, V=None, N:
         in absolute terms at small N); otherwise direct. The reason is in ``info``.
     d : int
         Ambient dimension.
-    beta : float, >= 0
+    beta : float
     Q, K, V : ndarray (d, d), optional
         Attention matrices; None means the identity.
     N : int, optional
@@ -459,8 +502,8 @@ def select_velocity(method: str, d: int, beta: float, Q=None, K=None, V=None, N:
     except ValueError as exc:
         info.update(method="direct", reason=f"spectral degree out of range: {exc}")
         return direct, info
-    if beta > AUTO_MAX_BETA:
-        info.update(method="direct", reason=f"beta = {beta} > {AUTO_MAX_BETA}: outside the verified range of the spectral path")
+    if abs(beta) > AUTO_MAX_BETA:
+        info.update(method="direct", reason=f"|beta| = {abs(beta)} > {AUTO_MAX_BETA}: outside the verified range of the spectral path")
         return direct, info
     if sa.predicted_error > tol:
         info.update(method="direct", reason=(

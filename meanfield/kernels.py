@@ -33,9 +33,11 @@ __all__ = [
     "Kernel",
     "ActivationKernel",
     "SpectralKernel",
+    "ScaledKernel",
     "HarmonicCoefficients",
     "lyapunov_exponent",
     "synchronises",
+    "critical_dimension",
     "funk_hecke_cost",
     "HARMONIC_SECONDS_PER_ENTRY",
 ]
@@ -311,6 +313,20 @@ class Kernel(abc.ABC):
         """The kernel κ_σ(t) = Σ_{l<=lmax} a_l Z_l(t) kept by a degree-lmax noise field (theory §3)."""
         return SpectralKernel(d, self.harmonic_coefficients(d, lmax).a)
 
+    def scaled(self, factor: float) -> "Kernel":
+        """The kernel c κ (c = ``factor`` >= 0): the covariance of the field sqrt(c) W.
+
+        A noise of strength σ carries σ² κ (:attr:`meanfield.noise.NoiseSource.sigma`).
+
+        Examples
+        --------
+        >>> k = ActivationKernel("relu").scaled(0.25)   # ReLU: κ(1) = κ'(1) = 1/2
+        >>> round(k.kappa1, 12), round(k.dkappa1, 12)
+        (0.125, 0.125)
+        """
+        factor = as_float(factor, "factor", min_value=0.0)
+        return self if factor == 1.0 else ScaledKernel(self, factor)
+
 
 class ActivationKernel(Kernel):
     """Covariance κ of a random Gaussian MLP layer with activation φ (theory §2).
@@ -477,6 +493,56 @@ class ActivationKernel(Kernel):
         return self.scale**2 * self.sigma_w**2 * m
 
 
+class ScaledKernel(Kernel):
+    """c κ for a kernel κ and a constant c >= 0 (:meth:`Kernel.scaled`): every quantity is c times κ's.
+
+    Parameters
+    ----------
+    base : Kernel
+    factor : float, >= 0
+
+    Examples
+    --------
+    >>> k = ScaledKernel(ActivationKernel("tanh"), 4.0)
+    >>> bool(np.isclose(k.kappa(0.3), 4 * ActivationKernel("tanh").kappa(0.3)))
+    True
+    """
+
+    def __init__(self, base: Kernel, factor: float):
+        if not isinstance(base, Kernel):
+            raise TypeError(f"base must be a meanfield.kernels.Kernel, got {type(base).__name__}")
+        self.base = base
+        self.factor = as_float(factor, "factor", min_value=0.0)
+
+    def __repr__(self) -> str:
+        return f"ScaledKernel({self.base!r}, factor={self.factor:g})"
+
+    def kappa(self, t):
+        return self.factor * np.asarray(self.base.kappa(t))
+
+    def dkappa(self, t):
+        return self.factor * np.asarray(self.base.dkappa(t))
+
+    @property
+    def kappa1(self) -> float:
+        return self.factor * float(self.base.kappa1)
+
+    @property
+    def dkappa1(self) -> float:
+        return self.factor * float(self.base.dkappa1)
+
+    def harmonic_coefficients(self, d: int, lmax: int, *, n_panels: int | None = None) -> HarmonicCoefficients:
+        """c times the base kernel's coefficients, quadrature error and truncation."""
+        hc = self.base.harmonic_coefficients(d, lmax, n_panels=n_panels)
+        return HarmonicCoefficients(d=hc.d, lmax=hc.lmax, a=self.factor * hc.a,
+                                    quadrature_error=self.factor * hc.quadrature_error,
+                                    truncation=self.factor * hc.truncation)
+
+    def scaled(self, factor: float) -> Kernel:
+        factor = as_float(factor, "factor", min_value=0.0)
+        return self if factor == 1.0 else ScaledKernel(self.base, self.factor * factor)
+
+
 class SpectralKernel(Kernel):
     """A zonal kernel given by its Funk–Hecke coefficients: κ(t) = Σ_l a_l Z_l(t).
 
@@ -523,6 +589,11 @@ class SpectralKernel(Kernel):
     @property
     def kappa1(self) -> float:
         return float(np.dot(self.a, harmonic_dimension(self.d, self.lmax)) / sphere_area(self.d))
+
+    def scaled(self, factor: float) -> "SpectralKernel":
+        """c κ as a :class:`SpectralKernel` (coefficients c a_l)."""
+        factor = as_float(factor, "factor", min_value=0.0)
+        return self if factor == 1.0 else SpectralKernel(self.d, factor * self.a)
 
 
 def _as_kernel(kernel, name: str = "kernel"):
@@ -573,6 +644,36 @@ def synchronises(kernel, d: int) -> bool:
     ``kernel`` is as in :func:`lyapunov_exponent` (an activation name is accepted).
     """
     return lyapunov_exponent(kernel, d) < 0
+
+
+#: |κ'(1)/κ(1) - 1| below which the ratio counts as 1 (the Gaussian quadratures give κ to ~1e-12).
+RATIO_TOL = 1e-9
+
+
+def critical_dimension(kernel) -> float | None:
+    """Dimension d_c at which λ_1 of theory §5.4 changes sign: λ_1(d_c) = 0, or None if it never does.
+
+    λ_1 = ½ [(d - 3) κ'(1) - (d - 1) κ(1)] is affine in d; with r = κ'(1)/κ(1) it vanishes at
+    d_c = (3r - 1)/(r - 1) (κ'(1)/κ(1) = (d-1)/(d-3)), which is > 3 when r > 1: noise
+    synchronises (λ_1 < 0) for d < d_c and not for d > d_c. For r <= 1 (ReLU and linear give
+    r = 1; ``|r - 1| <= RATIO_TOL`` counts as 1) λ_1 < 0 in every dimension: None.
+
+    Examples
+    --------
+    >>> critical_dimension("relu") is None
+    True
+    >>> dc = critical_dimension(ActivationKernel("erf", sigma_w=2.0))
+    >>> round(dc, 4), lyapunov_exponent(ActivationKernel("erf", sigma_w=2.0), 5) < 0
+    (5.5904, True)
+    """
+    kernel = _as_kernel(kernel)
+    k1, dk1 = float(kernel.kappa1), float(kernel.dkappa1)
+    if not (math.isfinite(k1) and math.isfinite(dk1) and k1 > 0):
+        raise ValueError(f"kernel {kernel!r} has kappa(1) = {k1} and kappa'(1) = {dk1}: need finite values, kappa(1) > 0")
+    r = dk1 / k1
+    if r <= 1 + RATIO_TOL:
+        return None
+    return (3 * r - 1) / (r - 1)
 
 
 #: Former private name of :class:`Kernel`.

@@ -177,7 +177,8 @@ def make_velocity(method: str, d: int, beta: float, *, Q=None, K=None, V=None,
         choice is the evaluator's ``method``) or ``"off"`` (v = 0, pure noise); see
         :func:`velocity_methods`.
     d : int, >= 2
-    beta : float, >= 0
+    beta : float
+        Inverse temperature, any real (β < 0 weights distant tokens more).
     Q, K, V : ndarray (d, d), optional
         Default identity.
     block : int
@@ -273,9 +274,10 @@ def step_accuracy(dt: float) -> dict:
 
 def _noise_meta(noise) -> dict:
     if noise is None:
-        return {"noise": None, "kappa1": 0.0, "kept_fraction": 1.0}
+        return {"noise": None, "sigma": 0.0, "kappa1": 0.0, "kept_fraction": 1.0}
     return {
         "noise": repr(noise),
+        "sigma": float(noise.sigma),
         "kappa1": float(noise.kappa1),
         "kept_fraction": float(noise.kept_fraction),
         "lmax": noise.describe().get("lmax"),
@@ -320,7 +322,8 @@ def solve_particles(
         (N, d) -> (N, d) ambient increment: :class:`~meanfield.noise.NoisePath`,
         :class:`~meanfield.noise.RandomFeatureNoise`, :class:`~meanfield.noise.RotationNoise`.
         ``None`` means no noise (the deterministic attention flow).
-    beta : float, >= 0
+    beta : float
+        Inverse temperature, any real (β < 0 weights distant tokens more).
         Inverse temperature of the attention.
     dt : float, > 0
         Fixed step h. Prefer dt = T / 2^k: the Brownian tree is fastest on dyadic times.

@@ -108,7 +108,7 @@ def test_gap_energy_zero_iff_dirac_and_beta_limit():
 @pytest.mark.parametrize(
     "call, match",
     [
-        (lambda x: softmax_attention(x, -1.0), "beta"),
+        (lambda x: softmax_attention(x, float("inf")), "beta"),  # any finite β is valid, inf is not
         (lambda x: softmax_attention(x[:, :2], 1.0), "unit"),
         (lambda x: softmax_attention(np.full((3, 3), np.nan), 1.0), "NaN"),
         (lambda x: softmax_attention(x, 1.0, Q=np.eye(2)), "Q"),

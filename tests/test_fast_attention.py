@@ -308,7 +308,7 @@ def test_bad_input():
     with pytest.raises(ValueError, match="weights"):
         sa.velocity(x, -np.ones(50))
     with pytest.raises(ValueError, match="beta"):
-        SpectralAttention(3, -1.0)
+        SpectralAttention(3, float("inf"))  # β < 0 is valid input (tests/test_negative_beta.py); inf is not
     with pytest.raises(ValueError, match="tol"):
         SpectralAttention(3, 1.0, tol=0.0)
     with pytest.raises(ValueError, match="tol"):
@@ -322,7 +322,7 @@ def test_bad_input():
     with pytest.raises(ValueError, match="method"):
         select_velocity("fast", 3, 1.0)
     with pytest.raises(ValueError, match="beta"):
-        select_velocity("auto", 3, -2.0)
+        select_velocity("auto", 3, float("nan"))  # β < 0 is valid; NaN is not
     with pytest.raises(ValueError, match="tol"):
         select_velocity("auto", 3, 1.0, tol=0)
     with pytest.raises(ValueError, match="Q"):

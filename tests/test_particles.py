@@ -258,7 +258,7 @@ def test_bad_input(noise3, x0_3):
     with pytest.raises(TypeError, match="noise"):
         solve_particles(x0_3, "noise", **ok)
     with pytest.raises(ValueError, match="beta"):
-        solve_particles(x0_3, noise3, beta=-1.0, dt=0.25, t_eval=[1.0])
+        solve_particles(x0_3, noise3, beta=float("inf"), dt=0.25, t_eval=[1.0])
     with pytest.raises(ValueError, match="beta"):
         solve_particles(x0_3, noise3, beta=float("nan"), dt=0.25, t_eval=[1.0])
     with pytest.raises(ValueError, match="dt"):

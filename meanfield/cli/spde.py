@@ -52,6 +52,7 @@ from meanfield.spde import (
 )
 from meanfield.studies._common import write_config
 
+from . import SUMMARIES
 from ._common import (
     CITATION,
     EXIT_CODES_HELP,
@@ -107,7 +108,7 @@ Reference: {CITATION}."""
 _HELP = {
     "d": "ambient dimension: 2 (S^1) or 3 (S^2)",
     "scheme": "characteristics, pushforward or exponential",
-    "beta": "attention inverse temperature (>= 0)",
+    "beta": "attention inverse temperature (any real; < 0 weights distant tokens more)",
     "lmax": "harmonic degree of the state of the Eulerian schemes; degree of the reported coefficients (>= 1)",
     "nodes": "characteristics scheme: number of quadrature nodes (S^2: rounded to 2 n^2) (>= 8)",
     "dt": "time step (> 0)",
@@ -135,7 +136,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     """Add the ``spde`` subcommand to an ``argparse`` subparsers object and return its parser."""
     p = subparsers.add_parser(
         "spde",
-        help="solve the McKean-Vlasov SPDE on S^1 / S^2 and save coefficients and a figure",
+        help=SUMMARIES["spde"],
         description=DESCRIPTION,
         epilog=EXIT_CODES_HELP,
         formatter_class=HelpFormatter,
@@ -235,7 +236,7 @@ def _check(s: dict, source: dict) -> dict:
                          ("init", ("vmf", "uniform", "mixture"))):
         if s[key] not in choices:
             raise bad(key, "must be one of " + ", ".join(choices))
-    number("beta", low=0.0)
+    number("beta")
     number("lmax", int, low=1)
     number("nodes", int, low=8)
     number("dt", low=0.0, strict=True)

@@ -34,6 +34,9 @@ class RandomFeatureNoise(NoiseSource):
     seed : int, SeedSequence or Generator
     t_max : float, > 0
         Horizon; ``math.inf`` (default) for none. NaN, 0 and negative values raise.
+    sigma : float, >= 0
+        Noise strength (keyword only, default 1): the field is σ times the one above and its
+        covariance σ² κ (:class:`~meanfield.noise.NoiseSource`).
 
     Examples
     --------
@@ -73,7 +76,7 @@ class RandomFeatureNoise(NoiseSource):
         words = struct.unpack("<4I", struct.pack("<2d", float(t0), float(t1)))
         ss = np.random.SeedSequence([int(w) for w in self._key], spawn_key=words)
         rng = np.random.default_rng(ss)
-        k = self.kernel
+        k = self.source_kernel  # the unit-strength MLP; σ is applied to the field by NoiseSource
         A = rng.standard_normal((self.d, self.width))
         W = k.sigma_w * rng.standard_normal((self.width, self.d))
         b = k.sigma_b * rng.standard_normal(self.width)
@@ -99,9 +102,15 @@ class _MLPField(NoiseField):
 
     def __init__(self, src: RandomFeatureNoise, t0, t1, A, W, b):
         self.src, self.t0, self.t1, self.A, self.W, self.b = src, t0, t1, A, W, b
-        self._c = math.sqrt(max(t1 - t0, 0.0)) * src.kernel.scale / math.sqrt(src.width)
-        if src.kernel.phi_prime is not None:
+        self._c = math.sqrt(max(t1 - t0, 0.0)) * src.source_kernel.scale / math.sqrt(src.width)
+        if src.source_kernel.phi_prime is not None:
             self.jacobian = self._jacobian
+
+    def scaled(self, sigma: float) -> "_MLPField":
+        """σ ΔW as a field of the same kind (so its analytic Jacobian survives the noise strength)."""
+        out = _MLPField(self.src, self.t0, self.t1, self.A, self.W, self.b)
+        out._c = self._c * float(sigma)
+        return out
 
     def _jacobian(self, x) -> tuple[np.ndarray, np.ndarray]:
         """ΔW(x) (N, d) and its ambient Jacobian (N, d, d) at points x (N, d)."""
@@ -109,7 +118,7 @@ class _MLPField(NoiseField):
         d, m = self.src.d, self.src.width
         out = np.empty_like(x)
         jac = np.empty((x.shape[0], d, d))
-        k = self.src.kernel
+        k = self.src.source_kernel
         block = max(1, 2**21 // (m * d))
         for s in range(0, x.shape[0], block):
             z = x[s : s + block] @ self.W.T + self.b
@@ -122,7 +131,7 @@ class _MLPField(NoiseField):
         x = field_points(x, self.src.d)
         out = np.empty_like(x)
         block = max(1, 2**22 // self.src.width)
-        phi = self.src.kernel.phi
+        phi = self.src.source_kernel.phi
         for s in range(0, x.shape[0], block):
             h = phi(x[s : s + block] @ self.W.T + self.b)
             out[s : s + block] = self._c * (h @ self.A.T)

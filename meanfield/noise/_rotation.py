@@ -30,10 +30,21 @@ class RotationNoise(NoiseSource):
     differs from exp(Ω(t)) by the Lévy-area terms of the Magnus expansion (an O(t) effect,
     not a small one): use :meth:`flow`.
 
+    Parameters
+    ----------
+    d : int, >= 2
+    scale : float, >= 0
+    seed : int, SeedSequence or Generator
+    t_max : float, > 0
+    max_depth : int, 1..52
+    sigma : float, >= 0
+        Noise strength (keyword only, default 1; :class:`~meanfield.noise.NoiseSource`): the
+        generator is σ Ω, so σ and ``scale`` act alike (their product is what matters).
+
     Attributes
     ----------
     kappa1 : float
-        E|P_x ΔW|²/((d-1) dt) = scale² (the Itô correction coefficient in the Π-step).
+        E|P_x ΔW|²/((d-1) dt) = σ² scale² (the Itô correction coefficient in the Π-step).
     """
 
     refinable = True
@@ -59,7 +70,10 @@ class RotationNoise(NoiseSource):
         self.t_max = self.tree.t_max
 
     def omega(self, t0: float, t1: float) -> np.ndarray:
-        """Ω(t1) - Ω(t0), a skew-symmetric (d, d) matrix."""
+        """σ (Ω(t1) - Ω(t0)), a skew-symmetric (d, d) matrix: the generator of the field of :meth:`field`."""
+        return self.sigma * self._unit_omega(t0, t1)
+
+    def _unit_omega(self, t0: float, t1: float) -> np.ndarray:
         inc = self.scale * self.tree.increment(t0, t1)
         om = np.zeros((self.d, self.d))
         om[self.iu] = inc
@@ -86,12 +100,15 @@ class RotationNoise(NoiseSource):
         return R
 
     def field(self, t0: float, t1: float) -> "_LinearField":
-        return _LinearField(self.omega(t0, t1), t0, t1)
+        return _LinearField(self._unit_omega(t0, t1), t0, t1)  # NoiseSource multiplies it by σ
 
 
 class _LinearField(NoiseField):
     def __init__(self, om: np.ndarray, t0: float, t1: float):
         self.omega, self.t0, self.t1 = om, t0, t1
+
+    def scaled(self, sigma: float) -> "_LinearField":
+        return _LinearField(sigma * self.omega, self.t0, self.t1)
 
     def __call__(self, x) -> np.ndarray:
         return field_points(x, self.omega.shape[0]) @ self.omega.T

@@ -13,15 +13,15 @@ where D denotes the ambient derivative along the sphere. Everything here is vect
 over points; the matrices returned act on tangent vectors and have shape (N, d, d).
 
 Attention. With Q = K = I and value matrix V, A(x; μ) = V N(x) / G(x) with the two
-zonal convolutions G = e^{-β} K_β * μ and N_a = e^{-β} K_β * (y_a μ) (a = 1..d), both
-diagonal in harmonics (eigenvalues e^{-β} λ_l, :func:`meanfield.attention.attention_eigenvalues`).
+zonal convolutions G = e^{-abs(β)} K_β * μ and N_a = e^{-abs(β)} K_β * (y_a μ) (a = 1..d), both
+diagonal in harmonics (eigenvalues e^{-abs(β)} λ_l, :func:`meanfield.attention.attention_eigenvalues`).
 So v = P_x A and, for ξ tangent,
 
     DA ξ = V (∇N ξ / G - N (∇G · ξ) / G²),
     Dv ξ = P_x DA ξ - x (A · ξ) - (x · A) ξ,
 
 with ∇ the surface gradient. One step stores the d + 1 coefficient vectors (already
-multiplied by e^{-β} λ_l), so the velocity of a past step can be re-evaluated anywhere
+multiplied by e^{-abs(β)} λ_l), so the velocity of a past step can be re-evaluated anywhere
 (new nodes after a cell split, backward characteristics). For V = I the velocity P_x N/G
 equals the spectral attention's β^{-1} ∇_S log G (because ∇_amb G = β N) up to the
 truncation error that the degree is chosen to keep below ``tol``.
@@ -112,18 +112,21 @@ class Attention:
 
     def __init__(self, d: int, beta: float, V: np.ndarray | None, tol: float):
         self.d, self.beta, self.V = d, beta, V
-        sa = SpectralAttention(d, beta, tol=tol)
-        # worst-case degree (g >= e^{-2β} anywhere on the sphere): the stored coefficients of a
+        try:
+            sa = SpectralAttention(d, beta, tol=tol)
+        except ValueError as exc:
+            raise ValueError(f"solve_characteristics: {exc}; here raise attention_tol instead") from exc
+        # worst-case degree (g >= e^{-2|β|} anywhere on the sphere): the stored coefficients of a
         # step are also evaluated away from the nodes (backward characteristics, new nodes)
         self.lmax = max(int(sa.lmax), 2)  # ducc0 needs lmax >= spin (1 for gradients, 2 for Hessians)
         self.eps = float(sa.epsilon)
         self.basis = basis(d, self.lmax)
         self.lam = attention_eigenvalues(d, beta, self.lmax)[self.basis.ell]
-        # V = I and β > 0: v = ∇_S log G / β needs G alone (β = 0 has no gradient: use N / G)
-        self.identity = V is None and beta > 0
+        # V = I and β != 0: v = ∇_S log G / β needs G alone (β = 0 has no gradient: use N / G)
+        self.identity = V is None and beta != 0
 
     def coefficients(self, x: np.ndarray, masses: np.ndarray) -> np.ndarray:
-        """Rows [G, N_1, ..., N_d] (already times e^{-β} λ_l), shape (d + 1, n_coeffs); only [G] when V = I, β > 0."""
+        """Rows [G, N_1, ..., N_d] (already times e^{-abs(β)} λ_l), shape (d + 1, n_coeffs); only [G] when V = I, β != 0."""
         w = masses / masses.sum()
         rows = w[None] if self.identity else np.concatenate([w[None], (w[:, None] * x).T], axis=0)
         return self.basis.adjoint_rows(rows, x, epsilon=self.eps) * self.lam
@@ -159,8 +162,9 @@ class Attention:
         G, gG, H = self.basis.hessian_at(g, x, epsilon=self.eps)
         bG = self.beta * G
         v = gG / bG[:, None]
-        Dv = H / bG[:, None, None] - gG[:, :, None] * gG[:, None, :] / (bG * G)[:, None, None]
-        Dv -= x[:, :, None] * v[:, None, :]
+        # ∇G (∇G·ξ)/(βG²) + x (v·ξ) = (β v + x)(v·ξ): one outer product of (N, d) vectors
+        Dv = H / bG[:, None, None]
+        Dv -= (self.beta * v + x)[:, :, None] * v[:, None, :]
         return v, Dv
 
 
@@ -236,12 +240,12 @@ def apply_step(step: Step, attention: Attention | None, x: np.ndarray, jac: bool
     """y = T(x) (N, d) and, if ``jac``, the tangent Jacobian matrix DT(x) (N, d, d)."""
     d = x.shape[1]
     z = x.copy()
-    M = np.broadcast_to(np.eye(d), (x.shape[0], d, d)).copy() if jac else None
+    M = np.zeros((x.shape[0], d, d)) if jac else None
     if attention is not None and step.att_coeffs is not None:
         v, Dv = attention.evaluate(step.att_coeffs, x, jac)
         z += step.dt * v
         if jac:
-            M += step.dt * Dv
+            np.multiply(Dv, step.dt, out=M)
     ns = step.noise
     if ns is not None and ns.kind != "flow":
         w, Dw = ns.evaluate(x, jac)
@@ -251,6 +255,8 @@ def apply_step(step: Step, attention: Attention | None, x: np.ndarray, jac: bool
     y, r = project_points(z)
     DT = None
     if jac:
+        for i in range(d):
+            M[:, i, i] += 1.0
         M -= y[:, :, None] * vecmat(y, M)[:, None, :]
         M /= r[:, None, None]
         DT = M

@@ -10,9 +10,9 @@ import numpy as np
 from ._char_cells import Cells, cells_resolution
 from ._char_maps import apply_step, invert_step, matmat
 from .._serialise import json_default
-from .._validate import as_float, as_int
+from .._validate import as_beta, as_float, as_int
 from ..attention import attention_eigenvalues, attention_energy, gap_energy
-from ..sphere import basis, monomials, supported_dimensions
+from ..sphere import basis, has_basis, monomials
 from ..harmonics import degrees, harmonic_dimension, sphere_area
 
 __all__ = ["CharacteristicsError", "CharacteristicsSolution"]
@@ -177,7 +177,7 @@ class CharacteristicsSolution:
 
     def low_moments(self, i: int, lmax: int = 4) -> np.ndarray:
         """:meth:`moments` where a harmonic basis of S^{d-1} is registered, else :meth:`monomial_moments`."""
-        if self.d in supported_dimensions():
+        if has_basis(self.d):
             return self.moments(i, lmax)
         return self.monomial_moments(i, lmax)
 
@@ -307,35 +307,37 @@ class CharacteristicsSolution:
 
         As :func:`meanfield.attention.gap_energy` / ``attention_energy`` with weights = masses.
         Up to 4000 nodes by the direct double sum; above, spectrally,
-        ∫∫ e^{β(<x,y>-1)} dμ dμ = ``Σ_l e^{-β} λ_l Σ_m |μ_lm|²``, truncated where the tail bound
-        Σ_{l>L} e^{-β} λ_l Z_l(1) is below 1e-17. β defaults to the run's β; at β = 0 the gap
+        s = ∫∫ e^{β<x,y> - abs(β)} dμ dμ = ``Σ_l e^{-|β|} λ_l Σ_m |μ_lm|²``, truncated where the tail bound
+        Σ_{l>L} abs(e^{-abs(β)} λ_l) Z_l(1) is below 1e-17 min(1, e^{-2 abs(β)}) (s >= e^{-2 abs(β)});
+        E_β = (e^{β} - e^{abs(β)} s) / 2β. β defaults to the run's β; at β = 0 the gap
         energy is ``½ (1 - |E x|²)``.
         """
         if kind not in ("gap", "attention"):
             raise ValueError(f"kind must be 'gap' or 'attention', got {kind!r}")
-        beta = self.meta["beta"] if beta is None else as_float(beta, "beta", min_value=0.0)
+        beta = self.meta["beta"] if beta is None else as_beta(beta)
         m, x = self.masses(i), self.positions(i)
         if beta == 0.0:
             if kind == "attention":
-                raise ValueError("the attention energy needs beta > 0")
+                raise ValueError("the attention energy needs beta != 0")
             return 0.5 * self.variance(i)
-        if x.shape[0] <= 4000 or self.d not in supported_dimensions():
-            # blocked direct double sum, O(M block) memory (the only way without a harmonic basis)
+        if x.shape[0] <= 4000 or not has_basis(self.d) or self.d > 3:
+            # blocked direct double sum, O(M block) memory: without a harmonic basis the only way, and in
+            # d >= 4 the cheaper one (the spectral sum needs degree ~50, i.e. ~50^{d-1} harmonics)
             return (gap_energy if kind == "gap" else attention_energy)(x, beta, weights=m)
         L = 8
         while True:
-            lam = attention_eigenvalues(self.d, beta, L + 40)
+            lam = np.abs(attention_eigenvalues(self.d, beta, L + 40))
             z1 = harmonic_dimension(self.d, L + 40) / sphere_area(self.d)
             tail = np.cumsum((lam * z1)[::-1])[::-1]
-            ok = np.nonzero(tail[1:] <= 1e-17)[0]
+            ok = np.nonzero(tail[1:] <= 1e-17 * math.exp(-2 * max(0.0, -beta)))[0]
             if ok.size:
                 L = int(ok[0])
                 break
             L *= 2
         b = self.real_coefficients(i, L) / m.sum()
         s = float(np.sum(attention_eigenvalues(self.d, beta, L)[degrees(self.d, L)] * b * b))
-        c = math.exp(beta) / (2 * beta)
-        return c * (1.0 - s) if kind == "gap" else c * s
+        c = math.exp(abs(beta)) / (2 * beta)
+        return c * (math.exp(beta - abs(beta)) - s) if kind == "gap" else c * s
 
     def _need_maps(self, what: str) -> None:
         if self._steps is None:

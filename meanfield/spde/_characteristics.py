@@ -207,8 +207,10 @@ def solve_characteristics(
         The common noise; it fixes d. ``None`` is the deterministic equation (give ``d``).
         Spectral noise is differentiated exactly; other fields by a centred difference
         (step 1e-6, error about 1e-10).
-    beta : float, >= 0
-        Inverse temperature (β = 0 with attention on: v = P_x V (mean of ρ)).
+    beta : float
+        Inverse temperature, any real (β < 0 weights distant tokens more; β = 0 with attention on:
+        v = P_x V (mean of ρ)). For β < 0 the spectral attention has a round-off floor
+        2.2e-16 e^{2 abs(β)}; an ``attention_tol`` below it is refused.
     t_eval : float or array_like
         Save times (non-decreasing multiples of ``dt``); a single number T means [0, T].
     dt : float, > 0

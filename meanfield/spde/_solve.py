@@ -129,7 +129,7 @@ def solve_spde(
     progress: bool = False,
     **options,
 ):
-    """Solve the McKean–Vlasov SPDE of theory §4 on S^1 (d = 2) or S^2 (d = 3) for one noise path.
+    """Solve the McKean–Vlasov SPDE of theory §4 on S^{d-1} for one noise path (d >= 4: characteristics only).
 
     dρ = [ -div_S(ρ v[ρ]) + ½ κ_σ(1) Δ_S ρ ] dt - div_S(ρ P_x dW),  v[ρ] = P_x A(x; ρ) with
     softmax attention (Q = K = I, value matrix V), discretised by the exponential Euler
@@ -149,8 +149,9 @@ def solve_spde(
         The common noise (:class:`~meanfield.noise.NoisePath`, :class:`~meanfield.noise.RotationNoise`,
         any :class:`~meanfield.noise.NoiseSource`); it fixes d. ``None`` means the deterministic
         equation (give ``d``).
-    beta : float, >= 0
-        Inverse temperature of the attention (> 0 when ``attention`` is on).
+    beta : float
+        Inverse temperature of the attention, any real (β < 0 weights distant tokens more; nonzero
+        when ``attention`` is on).
     lmax : int, >= 1
         Degree of the state. With attention it must be at least
         ``required_degree(d, beta, attention_tol)``.
@@ -264,8 +265,8 @@ def solve_spde(
     if V is not None:
         V = as_matrix(V, "V", d)
     if attention:
-        if beta <= 0:
-            raise ValueError("beta must be > 0 when attention is on (use attention=False for pure noise)")
+        if beta == 0:
+            raise ValueError("beta must be nonzero when attention is on (use attention=False for pure noise)")
         need = required_degree(d, beta, attention_tol)
         if lmax < need:
             raise ValueError(f"lmax = {lmax} is too small for beta = {beta}: the attention convolution needs "
@@ -294,6 +295,8 @@ def solve_spde(
         "solver": "solve_spde", "scheme": scheme, "d": d, "lmax": lmax, "dt": dt, "t0": t_start, "beta": beta,
         "attention": attention, "noise_on": noise_on, "noise_map": noise_map, "filter": filter,
         "tail_tol": tail_tol, "neg_tol": neg_tol, "attention_tol": attention_tol,
+        "transform_epsilon": stepper.epsilon,
+        "convolution_degree": None if vel is None else vel.lconv,
         "V": None if V is None else V.tolist(), "rho0": rho0_desc,
         "noise": {"type": None} if noise is None else noise.describe(),
         "grid": grid.describe(),

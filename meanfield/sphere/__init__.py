@@ -1,16 +1,16 @@
 """Geometry of the sphere S^{d-1}: the one layer every solver asks.
 
-Projection and tangent frames (any d), quadrature rules (product Gauss–Gegenbauer rules and
-cell charts in hyperspherical coordinates for every d), zonal harmonics for every d and, per
+Projection and tangent frames (any d), quadrature rules (product Gauss rules on every S^{d-1}
+and cell charts in hyperspherical coordinates), zonal harmonics for every d and, per
 sphere, a harmonic :class:`Basis` that owns the degree, the coefficient layout, the
 transforms and the quadrature :class:`Grid` (:func:`basis` picks it from the dimension).
 """
 
 from ._geometry import angles_to_cart, cart_to_angles, project, sample_uniform, sphere_area, tangent_frame, tangent_project
-from ._quadrature import circle_quadrature, gauss_legendre, sphere_quadrature
+from ._quadrature import circle_quadrature, gauss_gegenbauer, gauss_legendre, product_nodes, product_quadrature, sphere_quadrature
 from ._hyper import (
     cart_to_hyperspherical,
-    gauss_gegenbauer,
+    polar_rule,
     gegenbauer_mass,
     gegenbauer_mass_inverse,
     hypersphere_quadrature,
@@ -25,9 +25,10 @@ from ._hyper import (
 from ._charts import CellChart, CircleChart, HypersphericalChart, cell_chart
 from ._s2 import alm_index, alm_to_real, n_alm, real_to_alm
 from ._zonal import harmonic_dimension, legendre_d, zonal, zonal_derivative
-from .basis import Basis, Grid, basis, check_dimension, register_basis, supported_dimensions
+from .basis import Basis, Grid, basis, check_dimension, has_basis, register_basis, supported_dimensions
 from ._circle import CircleBasis, CircleGrid
 from ._sphere2 import NUFFT_EPS, S2Basis, S2Grid
+from ._hypersphere import HypersphereBasis, HypersphereGrid, chain_labels, householder_frame, n_functions
 
 __all__ = [
     "sphere_area",
@@ -38,9 +39,12 @@ __all__ = [
     "tangent_frame",
     "sample_uniform",
     "gauss_legendre",
+    "gauss_gegenbauer",
+    "product_quadrature",
+    "product_nodes",
     "sphere_quadrature",
     "circle_quadrature",
-    "gauss_gegenbauer",
+    "polar_rule",
     "gegenbauer_mass",
     "gegenbauer_mass_inverse",
     "polar_exponents",
@@ -70,9 +74,15 @@ __all__ = [
     "check_dimension",
     "register_basis",
     "supported_dimensions",
+    "has_basis",
     "CircleBasis",
     "CircleGrid",
     "S2Basis",
     "S2Grid",
     "NUFFT_EPS",
+    "HypersphereBasis",
+    "HypersphereGrid",
+    "chain_labels",
+    "householder_frame",
+    "n_functions",
 ]

@@ -31,12 +31,12 @@ import numpy as np
 
 from .._validate import as_int
 from ._hyper import (
-    gauss_gegenbauer,
     gegenbauer_mass,
     gegenbauer_mass_inverse,
     hyperspherical_frame,
     hyperspherical_to_cart,
     polar_exponents,
+    polar_rule,
 )
 
 __all__ = ["CellChart", "CircleChart", "HypersphericalChart", "cell_chart"]
@@ -188,7 +188,7 @@ class HypersphericalChart(CellChart):
     def initial(self, n):
         n = as_int(n, "n_lat", min_value=1)
         k = self.d - 2
-        rules = [gauss_gegenbauer(n, a) for a in self.a]
+        rules = [polar_rule(n, a) for a in self.a]
         cuts = [self._polar_cuts(a, r[1]) for a, r in zip(self.a, rules)]
         nphi = 2 * n
         dphi = 2 * math.pi / nphi

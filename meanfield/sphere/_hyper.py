@@ -25,18 +25,17 @@ the odd parts vanish by the symmetry of every factor.
 
 from __future__ import annotations
 
-import functools
-import math
 
 import numpy as np
 from scipy import special
 
 from .._validate import as_float, as_int
-from ._quadrature import gauss_legendre
+from ._hypersphere import householder_frame
+from ._quadrature import gauss_gegenbauer, product_nodes
 
 __all__ = [
     "polar_exponents",
-    "gauss_gegenbauer",
+    "polar_rule",
     "gegenbauer_mass",
     "gegenbauer_mass_inverse",
     "hyperspherical_to_cart",
@@ -62,53 +61,29 @@ def polar_exponents(d: int) -> np.ndarray:
     return (d - 2 - np.arange(1, d - 1)) / 2.0
 
 
-@functools.lru_cache(maxsize=128)
-def _gauss_gegenbauer(n: int, a: float) -> tuple[np.ndarray, np.ndarray]:
-    if a == 0.0:
-        x, w = gauss_legendre(n)
-        x, w = np.array(x), np.array(w)
-    else:
-        x, w = special.roots_jacobi(n, a, a)
-        # exact symmetry (the nodes of a symmetric weight come in ± pairs)
-        h = n // 2
-        x[:h] = -x[n - 1 : n - 1 - h : -1]
-        w[:h] = w[n - 1 : n - 1 - h : -1]
-        if n % 2:
-            x[h] = 0.0
-        # the weights must add up to the mass of the weight to round-off
-        w *= _total_mass(a) / w.sum()
-    x.flags.writeable = False
-    w.flags.writeable = False
-    return x, w
-
-
 def _total_mass(a: float) -> float:
     """∫_{-1}^{1} (1 - u²)^a du = 2^{2a+1} B(a+1, a+1)."""
     return float(2.0 ** (2 * a + 1) * special.beta(a + 1, a + 1))
 
 
-def gauss_gegenbauer(n: int, a: float) -> tuple[np.ndarray, np.ndarray]:
-    """n-point Gauss rule for the weight (1 - u²)^a on [-1, 1] (nodes increasing, read-only arrays).
+def polar_rule(n: int, a: float) -> tuple[np.ndarray, np.ndarray]:
+    """n-point Gauss rule for the polar weight (1 - u²)^a, a a half-integer >= 0 (read-only arrays).
 
-    Exact for polynomials of degree <= 2n - 1. a = 0 is Gauss–Legendre
-    (:func:`~meanfield.sphere.gauss_legendre`); otherwise Gauss–Jacobi with α = β = a
-    (scipy's Golub–Welsch nodes), symmetrised and with weights scaled to the exact total
-    2^{2a+1} B(a+1, a+1).
-
-    Parameters
-    ----------
-    n : int, >= 1
-    a : float, > -1
+    The weight (1 - u²)^a is that of the level t_j, j = 2a + 3, of
+    :func:`~meanfield.sphere.gauss_gegenbauer`, whose rule this returns (one home for the Gauss nodes).
 
     Examples
     --------
-    >>> x, w = gauss_gegenbauer(3, 0.5)           # weight sqrt(1 - u²): total π/2
+    >>> x, w = polar_rule(3, 0.5)           # weight sqrt(1 - u²): total π/2
     >>> round(float(w.sum()) * 2 / np.pi, 13), round(float(w @ x**2) * 8 / np.pi, 13)
     (1.0, 1.0)
     """
     n = as_int(n, "n", min_value=1)
-    a = as_float(a, "a", min_value=-1.0, strict_min=True)
-    return _gauss_gegenbauer(n, float(a))
+    a = as_float(a, "a", min_value=0.0)
+    j = 2.0 * a + 3.0
+    if j != round(j):
+        raise ValueError(f"a must be a half-integer >= 0 (a polar exponent of S^{{d-1}}), got {a}")
+    return gauss_gegenbauer(n, int(round(j)))
 
 
 def gegenbauer_mass(u, a: float) -> np.ndarray:
@@ -256,15 +231,8 @@ def hypersphere_quadrature(d: int, n: int, n_lon: int | None = None, *,
     n = as_int(n, "n", min_value=1)
     n_lon = 2 * n if n_lon is None else as_int(n_lon, "n_lon", min_value=1)
     offset = as_float(offset, "offset")
-    rules = [gauss_gegenbauer(n, a) for a in polar_exponents(d)]
-    grids = np.meshgrid(*[np.arange(n)] * (d - 2), np.arange(n_lon), indexing="ij")
-    idx = [g.ravel() for g in grids]
-    theta = np.stack([np.arccos(rules[k][0][idx[k]]) for k in range(d - 2)], axis=1)
-    phi = 2.0 * np.pi * (idx[-1] + offset) / n_lon
-    w = np.full(phi.size, 2.0 * np.pi / n_lon)
-    for k in range(d - 2):
-        w = w * rules[k][1][idx[k]]
-    x = hyperspherical_to_cart(theta, phi)
+    # the same coordinates and node order as product_nodes (θ_k is its level t_{d+1-k})
+    x, w = product_nodes(d, n, n_lon, offset)
     x /= np.linalg.norm(x, axis=1, keepdims=True)
     return x, w
 
@@ -272,7 +240,7 @@ def hypersphere_quadrature(d: int, n: int, n_lon: int | None = None, *,
 def oriented_frame(x: np.ndarray) -> np.ndarray:
     """Orthonormal tangent frame E (N, d, d-1) at points x (N, d) with det[E_1, ..., E_{d-1}, x] = +1.
 
-    Built from the Householder reflection H = I - 2 v v^T / |v|², v = x + s e_d (s = ±1, the
+    The columns of :func:`~meanfield.sphere.householder_frame`, from the Householder reflection H = I - 2 v v^T / |v|², v = x + s e_d (s = ±1, the
     sign of x_d, so |v| >= 1): H e_d = -s x, so H e_1, ..., H e_{d-1} span the tangent space,
     and det[H e_1, ..., H e_{d-1}, x] = s; the first column is flipped where s = -1. Any d >= 2.
 
@@ -284,15 +252,8 @@ def oriented_frame(x: np.ndarray) -> np.ndarray:
     [1.0, 1.0]
     """
     x = np.asarray(x, dtype=np.float64)
-    n, d = x.shape
-    s = np.where(x[:, -1] >= 0, 1.0, -1.0)
-    v = x.copy()
-    v[:, -1] += s
-    c = 2.0 / np.einsum("ij,ij->i", v, v)
-    # H e_j = e_j - c v v_j, j < d
-    E = -(c[:, None, None] * v[:, :, None]) * v[:, None, : d - 1]
-    E[:, np.arange(d - 1), np.arange(d - 1)] += 1.0
-    E[:, :, 0] *= s[:, None]
+    E = np.stack(householder_frame(x), axis=2)
+    E[:, :, 0] *= np.where(x[:, -1] >= 0, 1.0, -1.0)[:, None]
     return E
 
 

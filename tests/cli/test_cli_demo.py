@@ -28,4 +28,4 @@ def test_demo_bad_input(capsys):
     assert main(["demo", "--tokens", "0", "--no-plot"]) == 2
     assert "tokens" in capsys.readouterr().err
     with pytest.raises(ValueError, match="beta"):
-        run_demo(beta=-1.0, plot=False)
+        run_demo(beta=float("inf"), plot=False)

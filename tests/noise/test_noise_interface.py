@@ -35,7 +35,7 @@ class ShiftNoise(NoiseSource):
 def test_toy_noise_source_runs_everywhere():
     noise = ShiftNoise(3, seed=4, t_max=0.25)
     check_noise(noise, 3, t_end=0.25)
-    assert noise.describe() == {"type": "ShiftNoise", "d": 3, "kappa1": 1.0, "kept_fraction": 1.0, "t_max": 0.25,
+    assert noise.describe() == {"type": "ShiftNoise", "d": 3, "sigma": 1.0, "kappa1": 1.0, "kept_fraction": 1.0, "t_max": 0.25,
                                 "seed": 4}
     x0 = VonMisesFisher([0, 0, 1], 4.0).sample(64, seed=1)
     part = solve_particles(x0, noise, beta=1.0, dt=2**-6, t_eval=[0.25])

@@ -413,8 +413,10 @@ def test_unresolved_raises_with_partial_solution():
 def test_bad_inputs():
     noise = _noise(0.5)
     base = dict(n_lat=8)
-    with pytest.raises(ValueError, match="beta must be >= 0"):
-        solve_characteristics(VMF, noise, -1.0, 0.1, 0.05, **base)
+    with pytest.raises(ValueError, match="beta must be finite"):  # any finite β is valid (β < 0 too)
+        solve_characteristics(VMF, noise, float("inf"), 0.1, 0.05, **base)
+    with pytest.raises(ValueError, match="attention_tol"):  # β < 0 below the spectral round-off floor
+        solve_characteristics(VMF, noise, -12.0, 0.1, 0.05, attention_tol=1e-10, **base)
     with pytest.raises(ValueError, match="dt must be > 0"):
         solve_characteristics(VMF, noise, 1.0, 0.1, 0.0, **base)
     with pytest.raises(ValueError, match="multiple|step grid"):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from meanfield._validate import as_float, as_int
+from meanfield._validate import as_beta, as_float, as_int
 
 from .._presets import preset_config
 
@@ -75,7 +75,7 @@ def _check_strong(c: dict) -> None:
     as_int(c["d"], "d", min_value=2, max_value=3)
     as_int(c["N"], "N", min_value=1)
     as_float(c["T"], "T", min_value=0.0, strict_min=True)
-    as_float(c["beta"], "beta", min_value=0.0)
+    as_beta(c["beta"])
     as_int(c["replicas"], "replicas", min_value=2)
     ref = as_int(c["ref_log2"], "ref_log2", min_value=1, max_value=20)
     Ls = [as_int(v, "L_values[]", min_value=1) for v in c["L_values"]]
@@ -91,7 +91,7 @@ def _check_strong(c: dict) -> None:
 def _check_law(c: dict) -> None:
     as_int(c["d"], "d", min_value=2)
     as_float(c["T"], "T", min_value=0.0, strict_min=True)
-    as_float(c["beta"], "beta", min_value=0.0)
+    as_beta(c["beta"])
     as_float(c["c0"], "c0", min_value=-1.0, max_value=1.0)
     k = as_int(c["n_sub"], "n_sub", min_value=2)
     as_int(c["batches"], "batches", min_value=1)
@@ -109,7 +109,7 @@ def _check_width(c: dict) -> None:
     as_int(c["d"], "d", min_value=2, max_value=3)
     as_int(c["N"], "N", min_value=1)
     as_float(c["T"], "T", min_value=0.0, strict_min=True)
-    as_float(c["beta"], "beta", min_value=0.0)
+    as_beta(c["beta"])
     as_int(c["n_draws"], "n_draws", min_value=10)
     as_int(c["batches"], "batches", min_value=2)
     Ls = [as_int(v, "L_values[]", min_value=1) for v in c["L_values"]]
