@@ -34,11 +34,17 @@ spde_check.{{csv,md}}, diagnostics.csv, summary.md and config.json (resolved set
 Long-horizon part (unless --no-long; reference: the characteristics solution, T = 2 and 8):
 long_s{{1,2}}_T{{T}}.{{csv,md,tex}}, long_rates.{{csv,md}}, long_figure_s{{1,2}}_T{{T}}.{{png,pdf}},
 long_spde_check.{{csv,md}}, long_diagnostics.csv.
+Cross-dimension part (with --parts ...,dims; d = 2, 3, 4, 5, characteristics reference,
+random-feature noise): dims_table.{{csv,md,tex}} (one row per d and error: fitted exponent, CIs,
+predicted exponent, verdict), dims_figure.{{png,pdf}}, dims_rates_d{{d}}.{{csv,md,tex}},
+dims_spde_check.{{csv,md}}, dims_reference.csv, dims_diagnostics.csv, dims_summary.md; with
+--parts dims alone, dims_config.json instead of config.json (the other parts' files are left as they are).
 
 examples:
   meanfield chaos --quick --sphere both --out chaos-out --workers 2
   meanfield chaos --preset tiny --sphere 1 --out /tmp/chaos --executor serial
-  meanfield chaos --full --store results/chaos-full      # resumable"""
+  meanfield chaos --full --store results/chaos-full      # resumable
+  meanfield chaos --quick --parts dims --out chaos-out --workers 2   # across d = 2..5 only"""
 
 
 def register(subparsers) -> argparse.ArgumentParser:
@@ -52,11 +58,39 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--no-long", action="store_true",
                    help="skip the long-horizon part (T = 2 and 8, characteristics scheme as the reference); with it, "
                         "--store keeps the sub-stores DIR/chaos and DIR/long")
+    p.add_argument("--parts", default="chaos,long", metavar="LIST",
+                   help="comma-separated parts to run: chaos (short horizons, push-forward reference), long (T = 2 "
+                        "and 8), dims (d = 2, 3, 4, 5 on one table); default chaos,long")
     p.set_defaults(func=main)
     return p
 
 
+_PARTS = ("chaos", "long", "dims")
+
+
+def _parts(args) -> tuple[str, ...]:
+    from ._common import CommandError, EXIT_USAGE
+
+    parts = tuple(p.strip() for p in str(args.parts).split(",") if p.strip())
+    bad = [p for p in parts if p not in _PARTS]
+    if not parts or bad:
+        raise CommandError(f"--parts must be a comma-separated subset of {', '.join(_PARTS)}, got {args.parts!r}",
+                           EXIT_USAGE)
+    if args.no_long:
+        parts = tuple(p for p in parts if p != "long")
+    if "long" in parts and "chaos" not in parts:
+        raise CommandError("--parts long needs chaos too (the long-horizon report extends the chaos report)",
+                           EXIT_USAGE)
+    if "dims" in parts and args.preset not in chaos.DIMS_PRESETS:
+        raise CommandError(f"the cross-dimension part has the presets {sorted(chaos.DIMS_PRESETS)}, not "
+                           f"{args.preset!r}", EXIT_USAGE)
+    return tuple(p for p in _PARTS if p in parts)
+
+
 def main(args) -> int:
     """Run the study, write tables/figures/summary/config, print the results and where they are."""
-    cfg = chaos.config(args.preset, args.sphere, replicas=args.replicas, long=not args.no_long)
-    return run_study_command(args, chaos, cfg, substores="long" in cfg, analyse_kwargs={"control": True})
+    parts = _parts(args)
+    cfg = chaos.config(args.preset, args.sphere, replicas=args.replicas, long="long" in parts, dims="dims" in parts)
+    parts = tuple(p for p in parts if p != "long" or "long" in cfg)
+    return run_study_command(args, chaos, cfg, parts=parts, substores=len(parts) > 1,
+                             analyse_kwargs={"control": True})

@@ -93,11 +93,39 @@ class RandomFeatureNoise(NoiseSource):
 
 
 class _MLPField(NoiseField):
-    """ΔW(x) = sqrt(dt) σ m^{-1/2} A φ(W x + b), evaluated blockwise to keep memory O(block · m)."""
+    """ΔW(x) = sqrt(dt) σ m^{-1/2} A φ(W x + b), evaluated blockwise to keep memory O(block · m).
+
+    When the activation's derivative φ' is known, ``jacobian(x)`` also returns the ambient
+    Jacobian ∂ΔW_a/∂x_b = sqrt(dt) σ m^{-1/2} Σ_h A_ah φ'(W x + b)_h W_hb (for ReLU the
+    derivative almost everywhere: the field is piecewise linear).
+    """
 
     def __init__(self, src: RandomFeatureNoise, t0, t1, A, W, b):
         self.src, self.t0, self.t1, self.A, self.W, self.b = src, t0, t1, A, W, b
         self._c = math.sqrt(max(t1 - t0, 0.0)) * src.source_kernel.scale / math.sqrt(src.width)
+        if src.source_kernel.phi_prime is not None:
+            self.jacobian = self._jacobian
+
+    def scaled(self, sigma: float) -> "_MLPField":
+        """σ ΔW as a field of the same kind (so its analytic Jacobian survives the noise strength)."""
+        out = _MLPField(self.src, self.t0, self.t1, self.A, self.W, self.b)
+        out._c = self._c * float(sigma)
+        return out
+
+    def _jacobian(self, x) -> tuple[np.ndarray, np.ndarray]:
+        """ΔW(x) (N, d) and its ambient Jacobian (N, d, d) at points x (N, d)."""
+        x = field_points(x, self.src.d)
+        d, m = self.src.d, self.src.width
+        out = np.empty_like(x)
+        jac = np.empty((x.shape[0], d, d))
+        k = self.src.source_kernel
+        block = max(1, 2**21 // (m * d))
+        for s in range(0, x.shape[0], block):
+            z = x[s : s + block] @ self.W.T + self.b
+            out[s : s + block] = self._c * (k.phi(z) @ self.A.T)
+            g = np.asarray(k.phi_prime(z), dtype=np.float64)
+            jac[s : s + block] = self._c * ((g[:, None, :] * self.A[None]) @ self.W)
+        return out, jac
 
     def __call__(self, x) -> np.ndarray:
         x = field_points(x, self.src.d)

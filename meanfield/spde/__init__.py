@@ -48,7 +48,8 @@ registering a :class:`Scheme` subclass) with schemes (a) and (b) in :mod:`._expo
 and :mod:`._pushforward`, the driver :func:`solve_spde` (:mod:`._solve`), and the
 characteristics scheme :func:`solve_characteristics` (``scheme="characteristics"``), which
 carries ρ_t as the push-forward of ρ_0 on a weighted quadrature cloud moved by the particle
-step maps, with no degree limit (:mod:`._characteristics` and its helpers).
+step maps, with no degree limit and on S^{d-1} for every d >= 2 (product Gauss–Gegenbauer
+nodes and direct-sum attention for d >= 4; :mod:`._characteristics` and its helpers).
 
 The solver monitors the spectral tail, the negative part and finiteness after every
 step and raises :class:`SPDEResolutionError` (carrying the partial solution) instead of

@@ -36,7 +36,7 @@ from scipy.linalg import expm
 from .._attention_transforms import DUCC_EPS_MIN
 from ..attention import attention_eigenvalues
 from ..attention_spectral import SpectralAttention
-from ..sphere import basis
+from ..sphere import basis, oriented_frame, tangent_volume
 
 __all__: list[str] = []
 
@@ -66,8 +66,10 @@ def frame(x: np.ndarray) -> np.ndarray:
     """Oriented orthonormal tangent frame at x, shape (N, d, d-1).
 
     S^2: e_1 = a × x / |a × x| with a = e_z (a = e_x near the poles), e_2 = x × e_1,
-    so e_1 × e_2 = x. S^1: e_1 = (-x_2, x_1).
+    so e_1 × e_2 = x. S^1: e_1 = (-x_2, x_1). d >= 4: :func:`meanfield.sphere.oriented_frame`.
     """
+    if x.shape[1] > 3:
+        return oriented_frame(x)
     if x.shape[1] == 2:
         return np.stack([-x[:, 1], x[:, 0]], axis=1)[:, :, None]
     a = np.zeros_like(x)
@@ -81,7 +83,10 @@ def frame(x: np.ndarray) -> np.ndarray:
 
 
 def tangent_det(F: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Oriented area/length factor of tangent columns F (N, d, d-1) at y: (F_1 × F_2)·y or F_1·(-y_2, y_1)."""
+    """Oriented volume factor of tangent columns F (N, d, d-1) at y: (F_1 × F_2)·y, F_1·(-y_2, y_1), or
+    det[F, y] for d >= 4 (:func:`meanfield.sphere.tangent_volume`)."""
+    if y.shape[1] > 3:
+        return tangent_volume(F, y)
     if y.shape[1] == 2:
         return F[:, 0, 0] * (-y[:, 1]) + F[:, 1, 0] * y[:, 0]
     return np.einsum("ij,ij->i", np.cross(F[:, :, 0], F[:, :, 1]), y)
@@ -172,7 +177,8 @@ class NoiseStep:
     """The noise increment of one step: values ΔW(x) (N, d) and Jacobian ξ -> DΔW(x) ξ (N, d, d).
 
     Spectral fields (:class:`meanfield.noise.FieldIncrement`) are differentiated exactly
-    through their harmonic expansion; linear fields (rotation noise) exactly; any other
+    through their harmonic expansion; linear fields (rotation noise) exactly; fields with an
+    ambient Jacobian method ``jacobian(x)`` (random-feature MLP noise) through it; any other
     callable field by a centred difference of step :data:`FD_STEP` along the tangent frame.
     """
 
@@ -192,6 +198,8 @@ class NoiseStep:
         elif field.omega is not None:
             self.kind = "linear"
             self.omega = np.asarray(field.omega, dtype=np.float64)
+        elif callable(getattr(field, "jacobian", None)):
+            self.kind = "jacobian"
 
     def evaluate(self, x: np.ndarray, jac: bool = True):
         if self.kind == "spectral":
@@ -199,6 +207,8 @@ class NoiseStep:
             return vals.T, (np.transpose(grads, (1, 0, 2)) if jac else None)
         if self.kind == "linear":
             return x @ self.omega.T, (np.broadcast_to(self.omega, (x.shape[0], self.d, self.d)) if jac else None)
+        if self.kind == "jacobian":
+            return (self.field.jacobian(x) if jac else (np.asarray(self.field(x), dtype=np.float64), None))
         w = np.asarray(self.field(x), dtype=np.float64)
         if not jac:
             return w, None

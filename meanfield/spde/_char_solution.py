@@ -7,11 +7,12 @@ import math
 
 import numpy as np
 
-from ._char_maps import invert_step
+from ._char_cells import Cells, cells_resolution
+from ._char_maps import apply_step, invert_step, matmat
 from .._serialise import json_default
 from .._validate import as_beta, as_float, as_int
 from ..attention import attention_eigenvalues, attention_energy, gap_energy
-from ..sphere import basis
+from ..sphere import basis, has_basis, monomials
 from ..harmonics import degrees, harmonic_dimension, sphere_area
 
 __all__ = ["CharacteristicsError", "CharacteristicsSolution"]
@@ -57,7 +58,7 @@ class CharacteristicsSolution:
     Attributes
     ----------
     d : int
-        2 (S^1) or 3 (S^2).
+        Ambient dimension (tokens on S^{d-1}).
     times : ndarray, shape (n_saved,)
     error_estimate : ndarray (n_saved,) or None
         Largest change of the degree <= 4 real coefficients against a run with about M / 2
@@ -160,6 +161,26 @@ class CharacteristicsSolution:
         """Real harmonic coefficients up to degree ``lmax`` (default 4); see :meth:`real_coefficients`."""
         return self.real_coefficients(i, lmax)
 
+    def expect(self, i: int, f) -> np.ndarray:
+        """∫ f dρ_{t_i} = Σ_q m_q f(x_q(t_i)) for a function f of points (N, d) -> (N,) or (N, k)."""
+        vals = np.asarray(f(self.positions(i)), dtype=np.float64)
+        return self.masses(i) @ vals
+
+    def monomial_moments(self, i: int, degree: int = 2) -> np.ndarray:
+        """∫ x^α dρ_{t_i} for every monomial x^α of total degree 1..``degree`` (any d).
+
+        The order is that of :func:`meanfield.sphere.monomial_exponents` (by degree, then lexicographic); on the
+        sphere these span the harmonics of degree <= ``degree`` (together with the constant).
+        """
+        degree = as_int(degree, "degree", min_value=1)
+        return self.masses(i) @ monomials(self.positions(i), degree)
+
+    def low_moments(self, i: int, lmax: int = 4) -> np.ndarray:
+        """:meth:`moments` where a harmonic basis of S^{d-1} is registered, else :meth:`monomial_moments`."""
+        if has_basis(self.d):
+            return self.moments(i, lmax)
+        return self.monomial_moments(i, lmax)
+
     def _degree(self, lmax):
         if lmax is None:
             if self.lmax is None:
@@ -183,6 +204,103 @@ class CharacteristicsSolution:
         c = att.coefficients(self.positions(i), self.masses(i))
         return att.evaluate(c, x, jac=False)[0]
 
+    def push(self, x, i: int, *, jac: bool = False):
+        """Carry points from t = 0 to the save time t_i by the stored step maps: Φ_{t_i}(x).
+
+        Each step applies T_k(x) = Π(x + h v[ρ_k](x) + ΔW_k(x)) with the attention velocity of
+        the node cloud as it was at step k and the same noise increment, so the images of
+        points drawn from ρ_0 are samples of ρ_{t_i} (the mean-field paths X̄ of the particles'
+        coupling), and the images of a quadrature rule of ρ_0 are a quadrature of ρ_{t_i}.
+
+        Parameters
+        ----------
+        x : array_like, shape (N, d)
+            Starting points (normalised).
+        i : int
+            Save index.
+        jac : bool
+            Also return the tangent Jacobians DΦ as matrices (N, d, d) acting on tangent vectors at x.
+
+        Returns
+        -------
+        ndarray (N, d), or (positions, DΦ) with ``jac``.
+        """
+        self._need_maps("push")
+        y = self._points(x)
+        k_end = int(self._k[range(len(self))[i]])
+        D = np.broadcast_to(np.eye(self.d), (y.shape[0], self.d, self.d)).copy() if jac else None
+        for k in range(k_end):
+            y, DT = apply_step(self._steps[k], self._att, y, jac=jac)
+            if jac:
+                D = matmat(DT, D)
+        return (y, D) if jac else y
+
+    def fine_cloud(self, i: int, *, M: int | None = None, n_lat: int | None = None, sub: int = 4,
+                   jac_stride: int = 1) -> dict:
+        """A finer quadrature of ρ_{t_i}: a new initial rule of the chart carried by :meth:`push`.
+
+        The new nodes do not drive the attention (the velocity of each step is that of this
+        solution's cloud), so this is the push-forward of ρ_0 by the same maps Φ_{t_i}, resolved
+        on more nodes: the reference cloud for distances that need a rule finer than the
+        solver's own (W_2 against particles in high dimension).
+
+        Two sets of masses are returned. ``mass`` = w_q ρ_0(x_q(0)) (the quadrature masses, as
+        the solver's), and ``cell_mass`` = ∫_{cell q} ρ_0 by a product Gauss rule of ``sub``
+        points per angle on each cell. With the cell masses the cloud is the quantisation
+        of ρ_{t_i} that sends the image of each initial cell to the image of its node, so
+
+            W_2(ρ_{t_i}, Σ_q c_q δ_{x_q(t_i)})² <= Σ_q c_q L_q²,      L_q = Σ_j |DΦ e_j| ext_j,
+
+        to first order in the cell size (the image of a cell is the parallelepiped spanned by
+        DΦ e_j ext_j, and the node lies in it): ``bound``. ``rms_cell`` is the first-order RMS
+        distance of a point of an image cell to its centre, sqrt(Σ_q c_q Σ_j |DΦ e_j|² ext_j² / 12),
+        an estimate of the same distance.
+
+        Parameters
+        ----------
+        i : int
+            Save index.
+        M, n_lat : int, optional
+            Size of the new rule, as in :func:`~meanfield.spde.solve_characteristics` (one of them).
+        sub : int, >= 1
+            Gauss points per coordinate (in the angles) for the cell masses
+            (:meth:`meanfield.sphere.CellChart.cell_integrals`).
+        jac_stride : int, >= 1
+            Carry the Jacobians DΦ (for ``length``, ``bound`` and ``rms_cell``) only for every
+            ``jac_stride``-th cell: the two distances are then estimated from that systematic
+            sample (weighted by the cell masses), and ``length`` is NaN for the other cells.
+
+        Returns
+        -------
+        dict
+            ``x`` (M', d) positions at t_i, ``mass`` and ``cell_mass`` (M',), ``length`` (M',),
+            ``bound`` and ``rms_cell`` (floats, with the cell masses normalised to 1).
+        """
+        self._need_maps("fine_cloud")
+        if (M is None) == (n_lat is None):
+            raise ValueError("give exactly one of M and n_lat")
+        sub = as_int(sub, "sub", min_value=1, max_value=8)
+        cells = Cells.initial(self.d, cells_resolution(self.d, M, n_lat))
+        x0 = cells.points()
+        mass = cells.w * self._rho0(x0)
+        cell_mass = cells.chart.cell_integrals(self._rho0, cells.lo, cells.hi, sub)
+        jac_stride = as_int(jac_stride, "jac_stride", min_value=1)
+        if jac_stride == 1:
+            y, D = self.push(x0, i, jac=True)
+            sel = np.arange(len(cells))
+        else:
+            y = self.push(x0, i)
+            sel = np.arange(0, len(cells), jac_stride)
+            _, D = self.push(x0[sel], i, jac=True)
+        sc = cells.take(sel)
+        cols = np.linalg.norm(matmat(D, sc.start_frame()), axis=1) * sc.extents()  # (k, d-1)
+        length = np.full(len(cells), np.nan)
+        length[sel] = cols.sum(axis=1)
+        c = cell_mass[sel] / cell_mass[sel].sum()
+        return {"x": y, "mass": mass, "cell_mass": cell_mass, "length": length,
+                "rms_cell": float(math.sqrt(np.sum(c * np.sum(cols**2, axis=1)) / 12.0)),
+                "bound": float(math.sqrt(np.sum(c * length[sel] ** 2)))}
+
     def energy(self, i: int, beta: float | None = None, *, kind: str = "gap") -> float:
         """Gap energy E_β = (1/2β) ∫∫ (e^β - e^{β<x,y>}) dρ dρ (``kind="gap"``) or
         E_β^+ = (1/2β) ∫∫ e^{β<x,y>} dρ dρ (``kind="attention"``) of the normalised node cloud.
@@ -202,7 +320,9 @@ class CharacteristicsSolution:
             if kind == "attention":
                 raise ValueError("the attention energy needs beta != 0")
             return 0.5 * self.variance(i)
-        if x.shape[0] <= 4000:
+        if x.shape[0] <= 4000 or not has_basis(self.d) or self.d > 3:
+            # blocked direct double sum, O(M block) memory: without a harmonic basis the only way, and in
+            # d >= 4 the cheaper one (the spectral sum needs degree ~50, i.e. ~50^{d-1} harmonics)
             return (gap_energy if kind == "gap" else attention_energy)(x, beta, weights=m)
         L = 8
         while True:
@@ -223,6 +343,11 @@ class CharacteristicsSolution:
         if self._steps is None:
             raise ValueError(f"{what} needs the step maps and the initial density, which a solution read from a "
                              "file does not carry; use the node clouds (moments, energies, cell_density) or rerun")
+
+    def _need_plot_sphere(self, what: str) -> None:
+        if self.d > 3:
+            raise ValueError(f"{what} draws S^1 or S^2 (regular grids in angles); this solution lives on S^{self.d - 1}: "
+                             "use density(i, x), node_density(i) or the moments")
 
     def _points(self, x) -> np.ndarray:
         x = np.asarray(x, dtype=np.float64)
@@ -270,8 +395,9 @@ class CharacteristicsSolution:
         -------
         S^2: (colatitude (nlat,), longitude (nlon,), values (nlat, nlon)) on the grid of
         ``SPDESolution.density_on_grid`` (colatitude π j/(nlat-1), longitude 2π k/nlon).
-        S^1: (theta (nlon,), values (nlon,)), θ = 2π k / nlon.
+        S^1: (theta (nlon,), values (nlon,)), θ = 2π k / nlon. For d >= 4 use :meth:`density` at your points.
         """
+        self._need_plot_sphere("density_on_grid")
         if self.d == 2:
             n = as_int(nlon or 256, "nlon", min_value=1)
             th = 2 * np.pi * np.arange(n) / n
@@ -295,8 +421,9 @@ class CharacteristicsSolution:
         Returns
         -------
         S^2: (colatitude centres (nlat,), longitude centres (nlon,), values (nlat, nlon));
-        S^1: (theta centres (nlon,), values (nlon,)).
+        S^1: (theta centres (nlon,), values (nlon,)). S^1 and S^2 only.
         """
+        self._need_plot_sphere("cell_density")
         nlat = as_int(nlat, "nlat", min_value=1)
         nlon = as_int(nlon, "nlon", min_value=1)
         x, m = self.positions(i), self.masses(i)
@@ -318,6 +445,7 @@ class CharacteristicsSolution:
         ρ_0(x_q(0)) / J_q): a Mollweide map on S^2, ρ against θ on S^1; returns the Axes."""
         import matplotlib.pyplot as plt
 
+        self._need_plot_sphere("plot")
         i = range(len(self))[i]
         x = self.positions(i)
         rho = self.node_density(i)

@@ -1,4 +1,4 @@
-"""Characteristics (Lagrangian quadrature) scheme for the McKean–Vlasov SPDE on S^1 and S^2.
+"""Characteristics (Lagrangian quadrature) scheme for the McKean–Vlasov SPDE on S^{d-1}, any d >= 2.
 
 The push-forward scheme ρ_{n+1} = (T_n)_# ρ_n with the particles' one-step map
 
@@ -6,20 +6,23 @@ The push-forward scheme ρ_{n+1} = (T_n)_# ρ_n with the particles' one-step map
 
 has the exact solution ρ_n = (Φ_n)_# ρ_0 with Φ_n = T_{n-1} ∘ … ∘ T_0. This module carries
 it without any projection onto harmonics: a quadrature rule (x_q, w_q) of the sphere
-(Gauss–Legendre in cos θ × uniform φ on S^2, equispaced on S^1) with masses
-m_q = w_q ρ_0(x_q) is moved by exactly the particle step (same noise field, same
-projection), the attention velocity v[ρ_n] being that of the weighted node cloud
-(spectral attention, weights = masses). Then
+(equispaced on S^1; Gauss–Legendre in cos θ × uniform φ on S^2; on S^{d-1}, d >= 4, the
+product Gauss–Gegenbauer rule in hyperspherical coordinates, :func:`meanfield.sphere.hypersphere_quadrature`)
+with masses m_q = w_q ρ_0(x_q) is moved by exactly the particle step (same noise field, same
+projection), the attention velocity v[ρ_n] being that of the weighted node cloud (weights =
+masses; spectral attention on S^1 and S^2, the blocked direct sum in d >= 4). Then
 
     ∫ f dρ_n = Σ_q m_q f(Φ_n(x_q)),
 
 whose error is the quadrature error of (f ∘ Φ_n) ρ_0 on the initial sphere; it stays small
-while the flow contracts (on S^1 and S^2 the noise flow synchronises). No degree, no CFL
-condition, mass exact.
+while the flow contracts (on S^1 and S^2 the noise flow synchronises; in d >= 4 it does when
+the top Lyapunov exponent (d-3) κ'(1)/2 - (d-1) κ(1)/2 is negative, e.g. ReLU noise). No
+degree, no CFL condition, mass exact.
 
 Densities. Forward: each node carries log J_q = log det DΦ_n(x_q) (sum of the log-dets of
-the tangent Jacobians of the step maps, differentiated analytically: attention through
-its spectral coefficients, spectral noise through its harmonic basis), and
+the tangent Jacobians of the step maps, differentiated analytically: spectral attention
+through its coefficients, direct-sum attention through the covariance of the softmax weights,
+spectral noise through its harmonic basis, random-feature noise through φ'), and
 ρ_n(Φ_n(x_q)) = ρ_0(x_q) / J_q. Backward: at any point y, the near-identity maps are
 inverted one by one by Newton on the sphere (x_{k} = T_k^{-1}(x_{k+1}), x_n = y), using the
 stored attention coefficients and noise of every step, and
@@ -58,18 +61,24 @@ import time as _time
 import numpy as np
 
 from ._char_cells import Cells
+from ._char_direct import DirectAttention
 from ._char_maps import Attention, NoiseStep, Step, apply_step, matmat, step_log_det
 from ._char_solution import CharacteristicsError, CharacteristicsSolution
 from ._initial import InitialCondition, as_initial_condition
 from .._validate import as_beta, as_bool, as_float, as_int, as_matrix
 from ..noise import noise_dimension
 from ..harmonics import sphere_area
+from ..sphere import cell_chart
 from ..particles import step_grid
 
 __all__ = ["solve_characteristics", "CharacteristicsSolution", "CharacteristicsError"]
 
 #: Accuracy of the transforms that evaluate the noise field (that of NoisePath.evaluate).
 NOISE_EPS = 1e-12
+#: Dimensions with a spectral attention evaluator (:class:`meanfield.attention_spectral.SpectralAttention`).
+SPECTRAL_DIMENSIONS = (2, 3)
+#: Default number of nodes on S^{d-1}, d >= 4 (n_lat = round((M/2)^{1/(d-1)}) per polar angle).
+DEFAULT_M_ANY_D = 8192
 
 
 # ----------------------------------------------------------------------------------------
@@ -167,6 +176,7 @@ def solve_characteristics(
     V=None,
     attention: bool = True,
     attention_tol: float = 1e-10,
+    attention_method: str = "auto",
     noise_map: str = "projected",
     d: int | None = None,
     split: bool = True,
@@ -207,19 +217,24 @@ def solve_characteristics(
         Time step h; the step times are n h, so a particle run with the same dt and noise
         sees the same increments.
     M : int, optional
-        Number of initial nodes. S^2: rounded to 2 n_lat² with n_lat = round(sqrt(M / 2));
-        S^1: M equispaced nodes (default 1024).
+        Number of initial nodes. S^{d-1}, d >= 3: rounded to 2 n_lat^{d-1} with
+        n_lat = round((M / 2)^{1/(d-1)}); S^1: M equispaced nodes (default 1024).
     n_lat : int, optional
-        S^2 only: Gauss–Legendre rings (n_φ = 2 n_lat longitudes, M = 2 n_lat²); default 128.
+        d >= 3: Gauss nodes per polar angle (S^2: Gauss–Legendre rings), n_φ = 2 n_lat
+        longitudes, M = 2 n_lat^{d-1}; default 128 on S^2, 16 on S^3 and 8 on S^4 (M ≈ 8192 for d >= 4).
     V : ndarray (d, d), optional
         Value matrix (Q = K = I); default identity.
     attention : bool
         Switch the attention drift off.
     attention_tol : float, > 0
-        Absolute accuracy of the attention velocity (``|v| <= ||V||``); fixes its degree.
+        Absolute accuracy of the spectral attention velocity (``|v| <= ||V||``); fixes its degree.
+    attention_method : {"auto", "spectral", "direct"}
+        How the attention of the node cloud is evaluated: spectral (S^1, S^2: O(M) per step),
+        or the blocked direct sum (any d, O(M²) per step, exact to round-off). ``"auto"``:
+        spectral where it exists, direct otherwise.
     noise_map : {"projected", "flow"}
         "flow" (RotationNoise only): T(x) = exp(ΔΩ) Π(x + h v), an exact rotation step.
-    d : {2, 3}, optional
+    d : int, >= 2, optional
         Needed when ``noise`` is None.
     split : bool
         Adaptive splitting of initial cells whose image is longer than ``split_threshold``.
@@ -242,9 +257,10 @@ def solve_characteristics(
         cancel); splitting part of the cells removes that cancellation, so after splits the
         defect measures the one-point error of the split cells rather than the rule's error.
     error_estimate : bool
-        Also solve with about M / 2 nodes (n_lat / sqrt 2 on S^2) and report, per save time,
-        the largest change of the real harmonic coefficients of degree <= 4
-        (:attr:`CharacteristicsSolution.error_estimate`).
+        Also solve with about M / 2 nodes (n_lat / 2^{1/(d-1)}) and report, per save time,
+        the largest change of the real harmonic coefficients of degree <= 4 (d >= 4 without a
+        registered harmonic basis: of the monomial moments of degree <= 4,
+        :meth:`CharacteristicsSolution.monomial_moments`) (:attr:`CharacteristicsSolution.error_estimate`).
     seed : int, optional
         Random longitude (S^1: angle) offset of the initial rule; None: no offset.
     progress : bool
@@ -278,8 +294,6 @@ def solve_characteristics(
         raise ValueError(f"noise_map must be 'projected' or 'flow', got {noise_map!r}")
     d = noise_dimension(noise, d)
     d = as_int(d, "d", min_value=2)
-    if d not in (2, 3):
-        raise ValueError(f"the characteristics solver supports d = 2 (S^1) and d = 3 (S^2), got d = {d}")
     beta = as_beta(beta)
     dt = as_float(dt, "dt", min_value=0.0, strict_min=True)
     attention = as_bool(attention, "attention")
@@ -301,17 +315,24 @@ def solve_characteristics(
         raise ValueError("noise_map='flow' needs a rotation noise (a NoiseSource with supports_flow, e.g. "
                          f"RotationNoise), got {type(noise).__name__}")
     V = as_matrix(V, "V", d)
-    if d == 3:
+    chart = cell_chart(d)
+    if d >= 3:
         if M is not None and n_lat is not None:
             raise ValueError("give M or n_lat, not both")
         if M is not None:
-            n_lat = max(2, int(round(math.sqrt(as_int(M, "M", min_value=8) / 2))))
-        n_lat = as_int(128 if n_lat is None else n_lat, "n_lat", min_value=2, max_value=20000)
+            n_lat = chart.resolution(as_int(M, "M", min_value=8))
+        default_n = 128 if d == 3 else chart.resolution(DEFAULT_M_ANY_D)
+        n_lat = as_int(default_n if n_lat is None else n_lat, "n_lat", min_value=2, max_value=20000)
         n_init = n_lat
     else:
         if n_lat is not None:
-            raise ValueError("n_lat is an S^2 option; on S^1 give M")
+            raise ValueError("n_lat is an option of S^{d-1}, d >= 3; on S^1 give M")
         n_init = as_int(1024 if M is None else M, "M", min_value=4)
+    if attention_method not in ("auto", "spectral", "direct"):
+        raise ValueError(f"attention_method must be 'auto', 'spectral' or 'direct', got {attention_method!r}")
+    if attention_method == "spectral" and d not in SPECTRAL_DIMENSIONS:
+        raise ValueError(f"attention_method='spectral' needs d in {SPECTRAL_DIMENSIONS} (S^1, S^2), got d = {d}; "
+                         "use 'direct' or 'auto'")
     split = bool(split)
     split_threshold = as_float(split_threshold, "split_threshold", min_value=0.0, strict_min=True)
     split_every = max(1, int(round(0.5 / dt))) if split_every is None else as_int(split_every, "split_every",
@@ -325,8 +346,8 @@ def solve_characteristics(
 
     cells = Cells.initial(d, n_init)
     if seed is not None:
-        off = np.random.default_rng(seed).uniform(0, 2 * math.pi / (cells.w.size if d == 2 else 2 * n_init))
-        k = 0 if d == 2 else 1
+        off = np.random.default_rng(seed).uniform(0, chart.longitude_spacing(n_init))
+        k = d - 2  # the longitude
         cells.lo[:, k] += off
         cells.hi[:, k] += off
         cells.node[:, k] += off
@@ -342,13 +363,19 @@ def solve_characteristics(
                          f"{mass0:.12g}; divide it by that value")
     M0 = len(cells)
     max_nodes = 8 * M0 if max_nodes is None else as_int(max_nodes, "max_nodes", min_value=M0)
-    att = Attention(d, beta, V, attention_tol) if attention else None
+    if not attention:
+        att = None
+    elif attention_method == "direct" or (attention_method == "auto" and d not in SPECTRAL_DIMENSIONS):
+        att = DirectAttention(d, beta, V)
+    else:
+        att = Attention(d, beta, V, attention_tol)
     noise_eps = NOISE_EPS
     area = sphere_area(d)
 
     meta = {
         "solver": "solve_characteristics", "scheme": "characteristics", "d": d, "beta": beta, "dt": dt,
-        "M": M0, "n_lat": n_init if d == 3 else None, "attention": attention,
+        "M": M0, "n_lat": n_init if d >= 3 else None, "attention": attention,
+        "attention_method": None if att is None else ("direct" if isinstance(att, DirectAttention) else "spectral"),
         "attention_lmax": None if att is None else att.lmax, "attention_tol": attention_tol,
         "noise_map": noise_map, "V": None if V is None else V.tolist(), "rho0": rho0_desc,
         "noise": {"type": None} if noise is None else noise.describe(), "split": split, "split_threshold": split_threshold,
@@ -471,14 +498,14 @@ def solve_characteristics(
     if error_estimate:
         kw = dict(V=V, attention=attention, attention_tol=attention_tol, noise_map=noise_map, d=d, split=split,
                   split_threshold=split_threshold, split_every=split_every, max_split=max_split, tol=None,
-                  area_tol=None, seed=seed, error_estimate=False)
-        if d == 3:
-            kw["n_lat"] = max(2, int(round(n_init / math.sqrt(2))))
+                  area_tol=None, seed=seed, error_estimate=False, attention_method=attention_method)
+        if d >= 3:
+            kw["n_lat"] = max(2, int(round(n_init / 2 ** (1.0 / (d - 1)))))
         else:
             kw["M"] = max(4, n_init // 2)
         t_est = _time.perf_counter()
         half = solve_characteristics(rho0, noise, beta, t_eval, dt, **kw)
-        est = np.array([np.abs(sol.moments(i, 4) - half.moments(i, 4)).max() for i in range(len(sol))])
+        est = np.array([np.abs(sol.low_moments(i, 4) - half.low_moments(i, 4)).max() for i in range(len(sol))])
         sol.error_estimate = est
         sol.meta["error_estimate"] = {"M_half": half.meta["M"], "max_change_deg4": est.tolist(),
                                       "wall_time_s": _time.perf_counter() - t_est}

@@ -116,7 +116,7 @@ class Uniform(InitialCondition):
     """
 
     def __init__(self, d: int = 3):
-        self.d = as_int(d, "d", min_value=2, max_value=3)
+        self.d = as_int(d, "d", min_value=2)
 
     def __repr__(self) -> str:
         return f"Uniform(d={self.d})"
@@ -150,12 +150,13 @@ class Uniform(InitialCondition):
 
 
 class VonMisesFisher(InitialCondition):
-    """Von Mises–Fisher density ρ(x) = C_d(κ) exp(κ <μ, x>) on S^{d-1}, d ∈ {2, 3}.
+    """Von Mises–Fisher density ρ(x) = C_d(κ) exp(κ <μ, x>) on S^{d-1}, any d >= 2.
 
     C_d(κ) = κ^{d/2-1} / ((2π)^{d/2} I_{d/2-1}(κ)) (S^2: κ / (4π sinh κ); S^1: 1/(2π I_0(κ))),
     evaluated with exponentially scaled Bessel functions so that it never overflows.
     Its harmonic coefficients are exact by Funk–Hecke:
-    ρ_lm = C_d(κ) λ_l(κ) conj(Y_lm(μ)) with λ_l the eigenvalues of e^{κ<x,y>} (theory §4).
+    ρ_lm = C_d(κ) λ_l(κ) conj(Y_lm(μ)) with λ_l the eigenvalues of e^{κ<x,y>} (theory §4)
+    (available in the dimensions with a registered harmonic basis).
 
     Parameters
     ----------
@@ -174,8 +175,8 @@ class VonMisesFisher(InitialCondition):
 
     def __init__(self, mu, kappa: float):
         mu = as_real_array(mu, "mu", finite=False).ravel()
-        if mu.size not in (2, 3) or not np.all(np.isfinite(mu)) or np.linalg.norm(mu) == 0:
-            raise ValueError(f"mu must be a finite non-zero vector of length 2 or 3, got {mu}")
+        if mu.size < 2 or not np.all(np.isfinite(mu)) or np.linalg.norm(mu) == 0:
+            raise ValueError(f"mu must be a finite non-zero vector of length d >= 2, got {mu}")
         self.mu = mu / np.linalg.norm(mu)
         self.d = mu.size
         self.kappa = as_float(kappa, "kappa", min_value=0.0)
@@ -197,7 +198,8 @@ class VonMisesFisher(InitialCondition):
         return np.exp(self._log_scaled_const + self.kappa * (x @ self.mu - 1.0))
 
     def sample(self, n: int, seed=None) -> np.ndarray:
-        """n iid samples, shape (n, d): Wood's exact inversion on S^2, von Mises angles on S^1."""
+        """n iid samples, shape (n, d): Wood's exact inversion on S^2, von Mises angles on S^1,
+        Wood's rejection sampler of <μ, x> for d >= 4 (Wood 1994, acceptance >= 0.5 for every κ)."""
         n = _sample_size(n, self.d)
         rng = as_rng(seed)
         k = self.kappa
@@ -205,6 +207,8 @@ class VonMisesFisher(InitialCondition):
             theta0 = math.atan2(self.mu[1], self.mu[0])
             th = rng.vonmises(theta0, k, size=n) if k > 0 else rng.uniform(0, 2 * np.pi, n)
             return np.stack([np.cos(th), np.sin(th)], axis=1)
+        if self.d > 3:
+            return self._sample_wood(n, rng)
         u = rng.uniform(size=n)
         if k > 0:
             w = 1.0 + np.log(u + (1.0 - u) * math.exp(-2.0 * k)) / k
@@ -219,6 +223,32 @@ class VonMisesFisher(InitialCondition):
         e2 = np.cross(self.mu, e1)
         s = np.sqrt(1.0 - w**2)
         return w[:, None] * self.mu + s[:, None] * (np.cos(phi)[:, None] * e1 + np.sin(phi)[:, None] * e2)
+
+    def _sample_wood(self, n: int, rng) -> np.ndarray:
+        """Wood's algorithm on S^{d-1}: w = <μ, x> by rejection from a Beta proposal, then a uniform tangent direction."""
+        from ..sphere import oriented_frame
+
+        k, p = self.kappa, self.d
+        if k > 0:
+            b = (p - 1) / (2 * k + math.sqrt(4 * k * k + (p - 1) ** 2))  # = (-2κ + sqrt(4κ² + (p-1)²)) / (p-1), stably
+            x0 = (1 - b) / (1 + b)
+            c = k * x0 + (p - 1) * math.log(1 - x0 * x0)
+        w = np.empty(0)
+        while w.size < n:
+            m = 2 * (n - w.size) + 16
+            z = rng.beta((p - 1) / 2, (p - 1) / 2, size=m)
+            if k == 0:
+                w = np.concatenate([w, 1.0 - 2.0 * z])
+                continue
+            cand = (1 - (1 + b) * z) / (1 - (1 - b) * z)
+            u = rng.uniform(size=m)
+            ok = k * cand + (p - 1) * np.log(1 - x0 * cand) - c >= np.log(u)
+            w = np.concatenate([w, cand[ok]])
+        w = np.clip(w[:n], -1.0, 1.0)
+        g = rng.standard_normal((n, p - 1))
+        g /= np.linalg.norm(g, axis=1, keepdims=True)
+        E = oriented_frame(self.mu[None])[0]  # (d, d-1), orthonormal complement of μ
+        return w[:, None] * self.mu + np.sqrt(1.0 - w**2)[:, None] * (g @ E.T)
 
     def coefficients(self, lmax: int) -> np.ndarray:
         """Exact coefficients up to degree lmax (complex alm on S^2, real Fourier on S^1)."""

@@ -129,7 +129,7 @@ def solve_spde(
     progress: bool = False,
     **options,
 ):
-    """Solve the McKean–Vlasov SPDE of theory §4 on S^1 (d = 2) or S^2 (d = 3) for one noise path.
+    """Solve the McKean–Vlasov SPDE of theory §4 on S^{d-1} for one noise path (d >= 4: characteristics only).
 
     dρ = [ -div_S(ρ v[ρ]) + ½ κ_σ(1) Δ_S ρ ] dt - div_S(ρ P_x dW),  v[ρ] = P_x A(x; ρ) with
     softmax attention (Q = K = I, value matrix V), discretised by the exponential Euler

@@ -1,12 +1,28 @@
 """Geometry of the sphere S^{d-1}: the one layer every solver asks.
 
-Projection and tangent frames, quadrature rules (product Gauss rules on every S^{d-1}), zonal
-harmonics for every d and, per sphere, a harmonic :class:`Basis` that owns the degree, the coefficient layout, the
+Projection and tangent frames (any d), quadrature rules (product Gauss rules on every S^{d-1}
+and cell charts in hyperspherical coordinates), zonal harmonics for every d and, per
+sphere, a harmonic :class:`Basis` that owns the degree, the coefficient layout, the
 transforms and the quadrature :class:`Grid` (:func:`basis` picks it from the dimension).
 """
 
 from ._geometry import angles_to_cart, cart_to_angles, project, sample_uniform, sphere_area, tangent_frame, tangent_project
 from ._quadrature import circle_quadrature, gauss_gegenbauer, gauss_legendre, product_nodes, product_quadrature, sphere_quadrature
+from ._hyper import (
+    cart_to_hyperspherical,
+    polar_rule,
+    gegenbauer_mass,
+    gegenbauer_mass_inverse,
+    hypersphere_quadrature,
+    hyperspherical_frame,
+    hyperspherical_to_cart,
+    monomial_exponents,
+    monomials,
+    oriented_frame,
+    polar_exponents,
+    tangent_volume,
+)
+from ._charts import CellChart, CircleChart, HypersphericalChart, cell_chart
 from ._s2 import alm_index, alm_to_real, n_alm, real_to_alm
 from ._zonal import harmonic_dimension, legendre_d, zonal, zonal_derivative
 from .basis import Basis, Grid, basis, check_dimension, has_basis, register_basis, supported_dimensions
@@ -28,6 +44,22 @@ __all__ = [
     "product_nodes",
     "sphere_quadrature",
     "circle_quadrature",
+    "polar_rule",
+    "gegenbauer_mass",
+    "gegenbauer_mass_inverse",
+    "polar_exponents",
+    "hypersphere_quadrature",
+    "hyperspherical_to_cart",
+    "cart_to_hyperspherical",
+    "hyperspherical_frame",
+    "oriented_frame",
+    "tangent_volume",
+    "monomial_exponents",
+    "monomials",
+    "CellChart",
+    "CircleChart",
+    "HypersphericalChart",
+    "cell_chart",
     "harmonic_dimension",
     "legendre_d",
     "zonal",

@@ -57,6 +57,11 @@ the smallest mean particle error of its kind (``spde_check``). The W_2 value als
 the quantisation error of replacing ρ_T by quadrature nodes; ``w2_floor`` estimates it as
 the ρ-weighted RMS half-cell size sqrt(Σ_q ρ_q w_q (Δθ_q² + sin²θ_q Δφ²)/12) (S^1: Δθ/sqrt(12)).
 
+Across dimensions (the ``dims`` part, :mod:`._dims`): the same three errors for d = 2, 3, 4, 5
+on one table and one figure, with the characteristics solution of the SPDE as the reference in
+every d and random-feature noise of the same width in every d; the W_2 prediction is the iid
+rate of each sphere (N^{-1/2}, sqrt(log N / N), N^{-1/(d-1)}), the coupling and moments -1/2.
+
 Design: one task per (sphere, replica) computes the noise path and the SPDE once and loops
 over every N (the SPDE at ``lmax`` and at ``check_lmax`` costs as much as the particles of
 the small N; recomputing it for each (N, replica) task would repeat that work len(N)
@@ -99,6 +104,8 @@ from ._controls import cell_density_sampler, difference_w2_bound
 from ._presets import ERRORS, LONG_PRESETS, PRESETS, config, parse_spheres
 from ._report import console_summary, long_summary_markdown, resolved_config, summary_markdown, write_long_outputs, write_outputs
 from ._tasks import build, chaos_long_replica, chaos_replica, chaos_study
+from ._dims import DIMS, DIMS_PRESETS, chaos_dims_replica, dims_config, dims_theory_slopes
+from ._dims_report import DimsReport, analyse_dims, dims_frame, dims_summary_markdown, plot_dims, write_dims_outputs
 
 #: The analysed study (the common name of the report class of every study).
 Report = ChaosReport
@@ -106,7 +113,7 @@ Report = ChaosReport
 write_chaos_outputs = write_outputs
 
 # task functions are recorded in result stores as ``module:qualname``: keep the public path
-chaos_replica.__module__ = chaos_long_replica.__module__ = __name__
+chaos_replica.__module__ = chaos_long_replica.__module__ = chaos_dims_replica.__module__ = __name__
 
 __all__ = [
     "PRESETS",
@@ -142,12 +149,23 @@ __all__ = [
     "long_summary_markdown",
     "write_long_outputs",
     "replica_slopes",
+    "DIMS",
+    "DIMS_PRESETS",
+    "DimsReport",
+    "dims_config",
+    "dims_theory_slopes",
+    "chaos_dims_replica",
+    "dims_frame",
+    "analyse_dims",
+    "plot_dims",
+    "dims_summary_markdown",
+    "write_dims_outputs",
 ]
 
 
 def run(preset: str = "quick", spheres="both", *, replicas: int | None = None, root_seed: int = 0,
         overrides: Mapping | None = None, n_boot: int = 2000, control: bool = True, long: bool = True,
-        **execution) -> ChaosReport:
+        dims: bool = False, **execution) -> ChaosReport:
     """Build, run (:func:`meanfield.runner.run_study`) and analyse the chaos study.
 
     Parameters
@@ -162,6 +180,9 @@ def run(preset: str = "quick", spheres="both", *, replicas: int | None = None, r
         Also run the long-horizon part (:func:`chaos_long_replica`, horizons up to T = 8 with the
         characteristics scheme as the reference; ``report.long``). With it, a ``store`` gets the
         sub-stores ``chaos`` and ``long``.
+    dims : bool
+        Also run the cross-dimension part (d = 2, 3, 4, 5, :func:`chaos_dims_replica`;
+        ``report.dims``; sub-store ``dims``).
     **execution
         Keyword arguments of :func:`meanfield.runner.run_study` (``executor``, ``workers``,
         ``scheduler``, ``store``, ``resume``, ``progress``, ...); failed tasks raise.
@@ -175,7 +196,7 @@ def run(preset: str = "quick", spheres="both", *, replicas: int | None = None, r
     >>> report = run("quick", workers=2, store="results/chaos")  # doctest: +SKIP
     >>> report.summaries[1]  # doctest: +SKIP
     """
-    cfg = config(preset, spheres, replicas=replicas, overrides=overrides, long=long)
+    cfg = config(preset, spheres, replicas=replicas, overrides=overrides, long=long, dims=dims)
     execution.setdefault("raise_on_failure", True)
     studies = build(cfg, root_seed)
     results, seconds = run_parts(studies, substores=len(studies) > 1, **execution)

@@ -129,6 +129,8 @@ class ChaosReport:
         The power threshold used for the verdicts.
     long : LongReport or None
         The long-horizon part (:func:`analyse_long`) when it ran.
+    dims : DimsReport or None
+        The cross-dimension part (:func:`analyse_dims`) when it ran.
     """
 
     result: object
@@ -141,6 +143,7 @@ class ChaosReport:
     seconds: dict | None = None
     power: float = CHAOS_POWER
     long: object = None
+    dims: object = None
 
     @property
     def spheres(self) -> tuple[int, ...]:
@@ -343,7 +346,11 @@ def iid_w2_control(sphere: int, Ns, replicas: int = 8, *, kappa: float = 4.0, de
 
 def analyse(results, cfg: dict | None = None, *, n_boot: int = 2000, seed: int = 0, control: bool = True,
             seconds: dict | None = None, power: float = CHAOS_POWER) -> ChaosReport:
-    """Analyse the results of :func:`build`'s studies (``{"chaos": StudyResult}`` or the StudyResult).
+    """Analyse the results of :func:`build`'s studies (``{"chaos": StudyResult, ...}`` or the StudyResult).
+
+    With only the cross-dimension part (``{"dims": StudyResult}``) it returns its
+    :class:`DimsReport`; otherwise a :class:`ChaosReport` whose ``long`` and ``dims`` hold the
+    other parts that ran.
 
     ``cfg`` is not needed (the settings travel with the study) and is accepted for the common
     signature of the studies. The W_2 controls (iid samples of ρ_T on the same path, the grid
@@ -352,11 +359,22 @@ def analyse(results, cfg: dict | None = None, *, n_boot: int = 2000, seed: int =
     ``report.seconds``; ``power`` is the power threshold of the verdicts.
     """
     del control
+    if isinstance(results, dict) and "chaos" not in results and results.get("dims") is not None:
+        # the cross-dimension part alone
+        from ._dims_report import analyse_dims
+
+        dims = analyse_dims(results["dims"], n_boot=n_boot, seed=seed)
+        dims.seconds = dict(seconds or {})
+        return dims
     result = results["chaos"] if isinstance(results, dict) else results
     report = analyse_chaos(result, n_boot=n_boot, seed=seed, power=power)
     report.seconds = dict(seconds or {})
     if isinstance(results, dict) and results.get("long") is not None:
         report.long = analyse_long(results["long"], n_boot=n_boot, seed=seed)
+    if isinstance(results, dict) and results.get("dims") is not None:
+        from ._dims_report import analyse_dims
+
+        report.dims = analyse_dims(results["dims"], n_boot=n_boot, seed=seed)
     return report
 
 

@@ -249,8 +249,13 @@ def _check_config(cfg: Mapping, sphere: int) -> dict:
 
 
 def config(preset: str = "quick", spheres="both", *, replicas: int | None = None,
-           overrides: Mapping | None = None, long: bool = True, long_overrides: Mapping | None = None) -> dict:
-    """The resolved settings of a chaos run: ``preset``, ``spheres``, ``replicas``, ``configs`` and ``long``.
+           overrides: Mapping | None = None, long: bool = True, long_overrides: Mapping | None = None,
+           dims: bool = False, dims_overrides: Mapping | None = None) -> dict:
+    """The resolved settings of a chaos run: ``preset``, ``spheres``, ``replicas``, ``configs``, ``long`` and ``dims``.
+
+    ``dims`` (with ``dims=True``): ``{"replicas", "dims", "configs"}`` of the cross-dimension part
+    (d = 2, 3, 4, 5, :data:`~meanfield.studies.chaos.DIMS_PRESETS`), overridden by ``dims_overrides``
+    for every d (``{"T": 0.25}``) or per d (``{"4": {...}}``); ``replicas`` applies to it too.
 
     ``long`` (with ``long=True``, the default): ``{"replicas", "configs"}`` of the long-horizon
     part (:data:`LONG_PRESETS`, :func:`chaos_long_replica`), overridden by ``long_overrides``
@@ -288,4 +293,10 @@ def config(preset: str = "quick", spheres="both", *, replicas: int | None = None
             lp["spheres"][key].update(lper.get(key, {}))
             lp["spheres"][key] = _check_long(lp["spheres"][key], int(key))
         out["long"] = {"replicas": reps if replicas is not None else lp["replicas"], "configs": lp["spheres"]}
+    if dims:
+        from ._dims import dims_config
+
+        dc = dims_config(preset, replicas=replicas, overrides=dims_overrides)
+        if dc is not None:
+            out["dims"] = dc
     return out

@@ -10,7 +10,7 @@ import pandas as pd
 
 from meanfield.reporting import export_table, plot_rates, to_markdown
 
-from .._common import write_summary_and_config
+from .._common import write_config, write_summary_and_config
 from ._analysis import ChaosReport
 
 
@@ -185,6 +185,12 @@ def summary_markdown(report: ChaosReport, *, extra: Mapping | None = None) -> st
     lines.append("")
     if report.long is not None:
         lines.append(long_summary_markdown(report))
+    if report.dims is not None:
+        lines.append("## Across dimensions")
+        lines.append("")
+        lines.append("The cross-dimension part (d = 2, 3, 4, 5 on one table and one figure) is summarised in "
+                     "`dims_summary.md` (table `dims_table`, figure `dims_figure`).")
+        lines.append("")
     for heading, text in (extra or {}).items():
         lines.append(f"## {heading}")
         lines.append("")
@@ -222,7 +228,17 @@ def write_outputs(report: ChaosReport, out, *, extra: Mapping | None = None, set
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    from ._dims_report import DimsReport, write_dims_outputs
+
+    if isinstance(report, DimsReport):
+        # the cross-dimension part alone: its own summary and configuration, the other parts' files untouched
+        files = write_dims_outputs(report, out, extra=extra)
+        files["dims_config.json"] = write_config(out / "dims_config.json",
+                                                 {**dims_resolved_config(report), **dict(settings or {})})
+        return files
     files = {}
+    if report.dims is not None:
+        files.update(write_dims_outputs(report.dims, out, extra=extra))
     for sphere in report.spheres:
         table = report.tables[sphere]
         for fmt, path in export_table(table, out / f"table_s{sphere}").items():
@@ -251,11 +267,25 @@ def resolved_config(report: ChaosReport) -> dict:
     if report.long is not None:
         ls = report.long.result.study
         out["long"] = {"replicas": ls.replicas, "configs": ls.fixed["configs"]}
+    if report.dims is not None:
+        out["dims"] = dims_resolved_config(report.dims)
     return out
+
+
+def dims_resolved_config(report) -> dict:
+    """The settings of a cross-dimension report: study name, preset, dimensions, replicas, root seed, per-d settings."""
+    study = report.result.study
+    return {"study": "chaos", "part": "dims", "preset": study.fixed["preset"],
+            "dims": sorted(int(d) for d in report.tables), "replicas": study.replicas, "root_seed": study.root_seed,
+            "configs": study.fixed["configs"]}
 
 
 def console_summary(report: ChaosReport) -> str:
     """The text the ``chaos`` command prints: fitted exponents per sphere and the SPDE-error check."""
+    from ._dims_report import DimsReport, dims_console
+
+    if isinstance(report, DimsReport):
+        return dims_console(report)
     lines = []
     for sphere in report.spheres:
         summ = report.summaries[sphere]
@@ -272,6 +302,9 @@ def console_summary(report: ChaosReport) -> str:
         lines.append("Long horizons (characteristics reference): fitted exponents (95 % studentized bootstrap CI)")
         lines.append(report.long.rates[["sphere", "T", "error", "n_points", "slope", "slope_ci_low", "slope_ci_high",
                                         "theory_slope", "tolerance", "verdict"]].to_string(index=False))
+    if report.dims is not None:
+        lines.append("")
+        lines.append(dims_console(report.dims))
     return "\n".join(lines)
 
 

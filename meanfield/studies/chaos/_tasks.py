@@ -384,11 +384,15 @@ def build(cfg: dict, root_seed: int = 0, parts=None) -> dict:
     :func:`chaos_replica`; the fixed parameters hold the settings of both spheres.
     ``long`` (when the configuration has long-horizon settings): the same layout with
     :func:`chaos_long_replica` (characteristics reference, horizons up to T = 8).
+    ``dims`` (when it has cross-dimension settings): grid ``{"d": [2, 3, 4, 5]}``, one task per
+    (d, replica) running :func:`chaos_dims_replica`.
     ``parts`` selects some of them (default: every part the configuration has).
     """
     from meanfield.runner import Study
 
     available = ("chaos", "long") if cfg.get("long") else ("chaos",)
+    if cfg.get("dims"):
+        available = (*available, "dims")
     parts = available if parts is None else tuple(parts)
     if not parts or set(parts) - set(available):
         raise ValueError(f"parts must be a non-empty subset of {available}, got {tuple(parts)}")
@@ -402,6 +406,10 @@ def build(cfg: dict, root_seed: int = 0, parts=None) -> dict:
         out["long"] = Study(f"chaos-long-{cfg['preset']}", chaos_long_replica, grid={"sphere": list(cfg["spheres"])},
                             replicas=lc["replicas"], root_seed=root_seed,
                             fixed={"preset": cfg["preset"], "configs": lc["configs"]})
+    if "dims" in parts:
+        from ._dims import build_dims
+
+        out["dims"] = build_dims(cfg["dims"], cfg["preset"], root_seed)
     return out
 
 
