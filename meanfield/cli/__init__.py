@@ -30,7 +30,7 @@ from ._common import (
 )
 
 #: Subcommand modules, in the order ``meanfield --help`` lists them.
-SUBCOMMANDS: tuple[str, ...] = ("demo", "spde", "chaos", "depth", "sync")
+SUBCOMMANDS: tuple[str, ...] = ("demo", "spde", "chaos", "depth", "sync", "meta")
 
 
 def build_parser() -> argparse.ArgumentParser:
