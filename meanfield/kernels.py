@@ -37,6 +37,7 @@ __all__ = [
     "HarmonicCoefficients",
     "lyapunov_exponent",
     "synchronises",
+    "critical_dimension",
     "funk_hecke_cost",
     "HARMONIC_SECONDS_PER_ENTRY",
 ]
@@ -643,6 +644,36 @@ def synchronises(kernel, d: int) -> bool:
     ``kernel`` is as in :func:`lyapunov_exponent` (an activation name is accepted).
     """
     return lyapunov_exponent(kernel, d) < 0
+
+
+#: |κ'(1)/κ(1) - 1| below which the ratio counts as 1 (the Gaussian quadratures give κ to ~1e-12).
+RATIO_TOL = 1e-9
+
+
+def critical_dimension(kernel) -> float | None:
+    """Dimension d_c at which λ_1 of theory §5.4 changes sign: λ_1(d_c) = 0, or None if it never does.
+
+    λ_1 = ½ [(d - 3) κ'(1) - (d - 1) κ(1)] is affine in d; with r = κ'(1)/κ(1) it vanishes at
+    d_c = (3r - 1)/(r - 1) (κ'(1)/κ(1) = (d-1)/(d-3)), which is > 3 when r > 1: noise
+    synchronises (λ_1 < 0) for d < d_c and not for d > d_c. For r <= 1 (ReLU and linear give
+    r = 1; ``|r - 1| <= RATIO_TOL`` counts as 1) λ_1 < 0 in every dimension: None.
+
+    Examples
+    --------
+    >>> critical_dimension("relu") is None
+    True
+    >>> dc = critical_dimension(ActivationKernel("erf", sigma_w=2.0))
+    >>> round(dc, 4), lyapunov_exponent(ActivationKernel("erf", sigma_w=2.0), 5) < 0
+    (5.5904, True)
+    """
+    kernel = _as_kernel(kernel)
+    k1, dk1 = float(kernel.kappa1), float(kernel.dkappa1)
+    if not (math.isfinite(k1) and math.isfinite(dk1) and k1 > 0):
+        raise ValueError(f"kernel {kernel!r} has kappa(1) = {k1} and kappa'(1) = {dk1}: need finite values, kappa(1) > 0")
+    r = dk1 / k1
+    if r <= 1 + RATIO_TOL:
+        return None
+    return (3 * r - 1) / (r - 1)
 
 
 #: Former private name of :class:`Kernel`.

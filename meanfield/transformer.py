@@ -31,7 +31,7 @@ from .kernels import ActivationKernel
 from .noise import NoisePath, check_noise
 from .noise._path import _largest_lmax, noise_path_cost
 from .particles import NonFiniteError
-from .sphere import basis, project, supported_dimensions
+from .sphere import basis, has_basis, project
 from .trajectory import Trajectory
 
 __all__ = ["Transformer", "TransformerResult"]
@@ -113,9 +113,9 @@ class Transformer:
                 raise ValueError("noise is used only in the Gaussian-field mode (width=None); "
                                  f"with width = {self.width} the layer fields are drawn from the run seed")
             check_noise(noise, self.d, t_end=self.T)
-        elif self.width is None and self.d not in supported_dimensions():
+        elif self.width is None and not has_basis(self.d):
             raise ValueError(f"width=None (Gaussian field) with d = {self.d} needs a noise source: pass noise= "
-                             f"(NoisePath exists for d in {supported_dimensions()}), or use a finite width")
+                             f"(S^{self.d - 1} has no harmonic basis for a default NoisePath), or use a finite width")
         elif self.width is None:
             # the default noise path is built by run(): refuse a degree it cannot build now, not then
 

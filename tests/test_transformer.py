@@ -182,8 +182,8 @@ def test_bad_input():
         Transformer(3, 4, None, 2.0, 1.0, noise=NoisePath(RELU, 3, 4, t_max=1.0))  # window too short
     with pytest.raises(ValueError, match="noise"):
         Transformer(3, 4, 16, 1.0, 1.0, noise=NoisePath(RELU, 3, 4, t_max=1.0))  # finite width ignores noise
-    with pytest.raises(ValueError, match="noise"):
-        Transformer(5, 4, None, 1.0, 1.0)  # no NoisePath in d = 5
+    # every d has a NoisePath now (hyperspherical harmonics for d >= 4): d = 5 builds its default field
+    assert Transformer(5, 4, None, 1.0, 1.0).width is None
     model = Transformer(3, 4, 8, 1.0, 1.0)
     with pytest.raises(ValueError, match="x0"):
         model.run(x0[:, :2])

@@ -16,7 +16,6 @@ import importlib
 import sys
 
 import meanfield
-from meanfield.spde import SPDEResolutionError
 
 from ._common import (
     EXIT_CODES_HELP,
@@ -32,8 +31,23 @@ from ._common import (
 #: Subcommand modules, in the order ``meanfield --help`` lists them.
 SUBCOMMANDS: tuple[str, ...] = ("demo", "spde", "chaos", "depth", "sync", "meta")
 
+#: One-line summary of each subcommand (its ``help`` in ``meanfield --help``).
+SUMMARIES: dict[str, str] = {
+    "demo": "transformer vs SDE on one noise path (S^2 defaults), summary + trajectory plot",
+    "spde": "solve the McKean-Vlasov SPDE on S^1 / S^2 and save coefficients and a figure",
+    "chaos": "propagation of chaos: particles vs SPDE rate tables and figures on S^1 / S^2",
+    "depth": "strong error in depth L, error in law in width m, (L, m) iterated limits",
+    "sync": "Lyapunov exponents (activation x d) and decay of the gap energy vs beta",
+    "meta": "metastable cluster plateaus, escape by common noise, time to one cluster over (beta, sigma)",
+}
 
-def build_parser() -> argparse.ArgumentParser:
+
+def build_parser(commands=None) -> argparse.ArgumentParser:
+    """The ``meanfield`` parser with the subcommands in ``commands`` (default: all) fully registered.
+
+    The others get only their name and summary, so that ``meanfield --help`` and one
+    subcommand do not import the modules (and the study packages) of all the others.
+    """
     parser = argparse.ArgumentParser(
         prog="meanfield",
         description="Stochastic mean-field theory of deep transformers. Run 'meanfield COMMAND --help' for the "
@@ -44,12 +58,27 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"meanfield {meanfield.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
-        importlib.import_module(f"meanfield.cli.{name}").register(sub)
+        if commands is None or name in commands:
+            importlib.import_module(f"meanfield.cli.{name}").register(sub)
+        else:
+            sub.add_parser(name, help=SUMMARIES[name], add_help=False)
     return parser
 
 
+def _commands(argv: list[str]) -> set[str]:
+    """Subcommands ``argv`` may run: the first word that is not an option, else the demo (the
+    default); none when the top-level ``--help`` or ``--version`` comes first."""
+    for word in argv:
+        if word in ("-h", "--help", "--version"):
+            return set()
+        if not word.startswith("-"):
+            return {word} if word in SUBCOMMANDS else {"demo"}
+    return {"demo"}
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(_commands(argv))
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is None:
         # No subcommand: run the demo on its defaults, so `meanfield` alone does something useful.
@@ -76,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - an unresolved SPDE, or a bug: one line, not a traceback
+        from meanfield.spde import SPDEResolutionError
 
         if isinstance(exc, SPDEResolutionError):
             print(f"{prefix} {exc}", file=sys.stderr)

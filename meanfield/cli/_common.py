@@ -57,7 +57,9 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     def _get_help_string(self, action):
         text = action.help or ""
         default = action.default
-        if ("default" in text or default in (None, False, argparse.SUPPRESS) or not action.option_strings
+        # identity, not ``in``: a default of 0 equals False and must still be shown
+        if ("default" in text or default is None or default is False or default is argparse.SUPPRESS
+                or not action.option_strings
                 or isinstance(action, (argparse._StoreConstAction, argparse._HelpAction))):
             return text
         if isinstance(default, (list, tuple)):

@@ -13,6 +13,7 @@ import argparse
 
 from meanfield.studies import chaos
 
+from . import SUMMARIES
 from ._common import CITATION
 from ._study import run_study_command, study_parser
 
@@ -42,12 +43,12 @@ examples:
 
 def register(subparsers) -> argparse.ArgumentParser:
     """Add the ``chaos`` subcommand to an ``argparse`` subparsers object and return its parser."""
-    p = study_parser(subparsers, "chaos", help="propagation of chaos: particles vs SPDE rate tables and figures on "
-                     "S^1 / S^2", description=DESCRIPTION, presets=chaos.PRESETS, out_default="chaos-out",
+    p = study_parser(subparsers, "chaos", help=SUMMARIES["chaos"], description=DESCRIPTION,
+                     presets=chaos.PRESETS, out_default="chaos-out",
                      quick_help="quick preset: N = 2^6..2^12, 8 replicas (the default)",
                      full_help="full preset: N up to 2^16 on S^1 and 2^14 on S^2, 32 replicas (hours)")
     p.add_argument("--sphere", choices=("1", "2", "both"), default="both", help="S^1, S^2 or both")
-    p.add_argument("--replicas", type=int, default=None, help="override the preset's number of replicas")
+    p.add_argument("--replicas", type=int, default=None, help="override the preset's number of replicas (default: the preset's)")
     p.add_argument("--no-long", action="store_true",
                    help="skip the long-horizon part (T = 2 and 8, characteristics scheme as the reference); with it, "
                         "--store keeps the sub-stores DIR/chaos and DIR/long")

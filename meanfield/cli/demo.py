@@ -24,8 +24,8 @@ from ..attention import gap_energy
 from ..kernels import ActivationKernel, lyapunov_exponent
 from ..noise import NoisePath
 from ..particles import solve_particles
-from ..studies._common import write_config
 from ..transformer import Transformer
+from . import SUMMARIES
 from ._common import CITATION, EXIT_CODES_HELP, HelpFormatter, check_output_dir
 
 __all__ = ["register", "main", "run_demo"]
@@ -43,7 +43,7 @@ def register(subparsers) -> None:
     """Add the ``demo`` subcommand to an ``argparse`` subparsers object."""
     p = subparsers.add_parser(
         "demo",
-        help="transformer vs SDE on one noise path (S^2 defaults), summary + trajectory plot",
+        help=SUMMARIES["demo"],
         description=DESCRIPTION,
         epilog=EXIT_CODES_HELP,
         formatter_class=HelpFormatter,
@@ -74,6 +74,8 @@ def main(args) -> int:
         text = f"{value:.6g}" if isinstance(value, float) else str(value)
         print(f"{key:<{width}}  {text}")
     if plot:
+        from ..studies._common import write_config  # the study helpers import pandas: only when writing
+
         settings = {"command": "demo", "d": args.d, "tokens": args.tokens, "layers": args.layers, "beta": args.beta,
                     "T": args.T, "lmax": args.lmax, "seed": args.seed}
         print(f"settings: {write_config(Path(args.out) / 'config.json', settings)}")

@@ -13,6 +13,7 @@ import argparse
 
 from meanfield.studies import depth
 
+from . import SUMMARIES
 from ._common import CITATION
 from ._study import run_study_command, study_parser
 
@@ -32,8 +33,8 @@ With --store DIR the two parts keep the sub-stores DIR/strong and DIR/width."""
 
 def register(subparsers) -> argparse.ArgumentParser:
     """Add the ``depth`` subcommand and return its parser."""
-    p = study_parser(subparsers, "depth", help="strong error in depth L, error in law in width m, (L, m) iterated "
-                     "limits", description=DESCRIPTION, presets=depth.PRESETS, out_default="depth_results",
+    p = study_parser(subparsers, "depth", help=SUMMARIES["depth"], description=DESCRIPTION,
+                     presets=depth.PRESETS, out_default="depth_results",
                      quick_help="quick preset (the default; a few minutes on 2 cores)", full_help="full preset (long)")
     p.set_defaults(func=main)
     return p

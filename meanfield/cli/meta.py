@@ -13,6 +13,7 @@ import argparse
 
 from meanfield.studies import meta
 
+from . import SUMMARIES
 from ._common import CITATION
 from ._study import run_study_command, study_parser
 
@@ -35,8 +36,7 @@ and DIR/sizes."""
 
 def register(subparsers) -> argparse.ArgumentParser:
     """Add the ``meta`` subcommand and return its parser."""
-    p = study_parser(subparsers, "meta", help="metastable cluster plateaus, escape by common noise, time to one "
-                     "cluster over (beta, sigma)", description=DESCRIPTION, presets=meta.PRESETS,
+    p = study_parser(subparsers, "meta", help=SUMMARIES["meta"], description=DESCRIPTION, presets=meta.PRESETS,
                      out_default="meta_results", quick_help="quick preset (the default; under 10 minutes on 2 cores)",
                      full_help="full preset (hours)")
     p.set_defaults(func=main)

@@ -52,6 +52,7 @@ from meanfield.spde import (
 )
 from meanfield.studies._common import write_config
 
+from . import SUMMARIES
 from ._common import (
     CITATION,
     EXIT_CODES_HELP,
@@ -135,7 +136,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     """Add the ``spde`` subcommand to an ``argparse`` subparsers object and return its parser."""
     p = subparsers.add_parser(
         "spde",
-        help="solve the McKean-Vlasov SPDE on S^1 / S^2 and save coefficients and a figure",
+        help=SUMMARIES["spde"],
         description=DESCRIPTION,
         epilog=EXIT_CODES_HELP,
         formatter_class=HelpFormatter,

@@ -4,7 +4,8 @@ Runs :mod:`meanfield.studies.synchronisation` on a preset (``--quick``, the defa
 ``--full``; ``--test``), writes into ``--out`` the Lyapunov table (activation × d:
 closed-form λ_1, simulated λ_1 ± SE, synchronises? from both), the energy-decay rates per
 β and E_β along an SPDE run vs particles on the same path (CSV, Markdown, LaTeX) with
-figures (PNG, PDF), ``summary.md`` and ``config.json``, and prints the tables and where
+figures (PNG, PDF), the phase diagram (critical dimension per activation and λ_1 on both
+sides of it), ``summary.md`` and ``config.json``, and prints the tables and where
 everything is.
 """
 
@@ -14,6 +15,7 @@ import argparse
 
 from meanfield.studies import synchronisation
 
+from . import SUMMARIES
 from ._common import CITATION
 from ._study import run_study_command, study_parser
 
@@ -21,23 +23,24 @@ __all__ = ["register", "main"]
 
 DESCRIPTION = f"""\
 Synchronisation by common noise and attention: top Lyapunov exponents (activation x d,
-closed form vs simulation), decay of the gap energy vs beta, and the gap energy along an
-SPDE run vs particles on the same noise path.
+closed form vs simulation), decay of the gap energy vs beta, the gap energy along an
+SPDE run vs particles on the same noise path, and the phase diagram (the critical
+dimension of each activation, lambda_1 simulated on both sides of it).
 
 Reference: {CITATION}, Thm 1.4, Prop. 1.5.
 
-Writes into --out: lyapunov, energy_rates, spde_energy (.csv, .md, .tex), the figures
-lyapunov, energy, spde_energy (.png, .pdf), summary.md and config.json.
-With --store DIR each part keeps a sub-store: DIR/lyapunov, DIR/energy, DIR/spde."""
+Writes into --out: lyapunov, energy_rates, spde_energy, phase (.csv, .md, .tex), the figures
+lyapunov, energy, spde_energy, phase (.png, .pdf), summary.md and config.json.
+With --store DIR each part keeps a sub-store: DIR/lyapunov, DIR/energy, DIR/spde, DIR/phase."""
 
 
 def register(subparsers) -> argparse.ArgumentParser:
     """Add the ``sync`` subcommand and return its parser."""
-    p = study_parser(subparsers, "sync", help="Lyapunov exponents (activation x d) and decay of the gap energy vs "
-                     "beta", description=DESCRIPTION, presets=synchronisation.PRESETS, out_default="sync_results",
-                     quick_help="quick preset (the default; a few minutes on 2 cores)", full_help="full preset (long)")
-    p.add_argument("--only", choices=("lyapunov", "energy", "spde"), default=None,
-                   help="run one part only (default: all three)")
+    p = study_parser(subparsers, "sync", help=SUMMARIES["sync"], description=DESCRIPTION,
+                     presets=synchronisation.PRESETS, out_default="sync_results",
+                     quick_help="quick preset (the default; about 12 minutes on 2 cores)", full_help="full preset (long)")
+    p.add_argument("--only", choices=("lyapunov", "energy", "spde", "phase"), default=None,
+                   help="run one part only (default: all four)")
     p.set_defaults(func=main)
     return p
 

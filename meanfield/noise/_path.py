@@ -1,25 +1,27 @@
-"""The refinable spectral Brownian field on S^1 and S^2: the limit object of the MLP noise."""
+"""The refinable spectral Brownian field on S^{d-1}, every d >= 2: the limit object of the MLP noise."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from .. import _validate
 from .._validate import as_int, check_cost
 from ..kernels import Kernel, SpectralKernel, funk_hecke_cost
-from ..sphere import basis, harmonic_dimension, supported_dimensions
+from ..sphere import basis, harmonic_dimension, has_basis, sphere_area
 from ._base import NoiseField, NoiseSource, field_points
 from ._tree import BrownianTree, tree_cost
 
-__all__ = ["NoisePath", "FieldIncrement", "noise_path_cost"]
+__all__ = ["NoisePath", "FieldIncrement", "noise_path_cost", "noise_path_sizes"]
 
 #: Below this many points the field is evaluated with the explicit basis matrix; above, by ducc0.
 _DIRECT_MAX_POINTS = 2048
 #: ... and only while the basis matrix has at most this many entries (points × coefficients):
 #: beyond it ducc0's transform is faster (1000 points: 0.003 s against 0.39 s at lmax = 128, 0.6 s against 23 s at lmax = 1024).
 _DIRECT_MAX_ENTRIES = 2**22
-#: Measured seconds per coefficient and component of one fast evaluation of a field at
-#: about 1000 points (ducc0: 0.35–0.62 s at lmax = 1024, 2.0–2.4 s at lmax = 2048 on S^2), rounded up.
+#: Seconds per coefficient and component of one evaluation of the field at about 1000 points on
+#: S^2 (ducc0); every basis states its own (:attr:`meanfield.sphere.Basis.eval_seconds_per_coeff`).
 EVAL_SECONDS_PER_COEFF = 3e-7
 
 
@@ -28,13 +30,18 @@ def noise_path_cost(d: int, lmax: int, *, spectral: bool = False, max_depth: int
 
     The sum of the Funk–Hecke quadrature (skipped for a ``SpectralKernel``,
     :func:`meanfield.kernels.funk_hecke_cost`), the first query of the Brownian tree of
-    d · n_coeffs numbers (:func:`meanfield.noise.tree_cost`) and one evaluation of the field
-    at about a thousand points. The constants were measured on a loaded 2-core machine
-    (lmax = 128–2048 on S^2) and rounded up; the estimate is 1.5–3 times the measured time.
+    d · n_coeffs numbers (:func:`meanfield.noise.tree_cost`), n_coeffs = Σ_{l<=lmax} N(d, l),
+    and one evaluation of the field at about a thousand points (the basis' own
+    ``eval_seconds_per_coeff``: ducc0 on S^2, direct Gegenbauer products for d >= 4). The
+    constants were measured on a loaded 2-core machine and rounded up; on S^2 the estimate
+    is 1.5–3 times the measured time.
 
     Examples
     --------
     >>> secs, mem = noise_path_cost(3, 16)
+    >>> secs < 1 and mem < 2**30
+    True
+    >>> secs, mem = noise_path_cost(6, 6)       # 1715 coefficients per component on S^5
     >>> secs < 1 and mem < 2**30
     True
     """
@@ -42,7 +49,7 @@ def noise_path_cost(d: int, lmax: int, *, spectral: bool = False, max_depth: int
     secs, mem = tree_cost(int(d * n_coeffs), max_depth)
     if not spectral:
         secs += funk_hecke_cost(lmax)
-    secs += EVAL_SECONDS_PER_COEFF * d * n_coeffs
+    secs += type(basis(d, 0)).eval_seconds_per_coeff * d * n_coeffs
     # basis layout arrays and a few copies of the coefficients
     mem += 8.0 * (6 + 4 * d) * n_coeffs
     return secs, mem
@@ -87,6 +94,17 @@ class FieldIncrement(NoiseField):
         """σ ΔW as a FieldIncrement (coefficients times σ), so solvers keep the spectral fast path."""
         return FieldIncrement(self.path, self.t0, self.t1, sigma * self.coeffs)
 
+    def gradient(self, x, *, epsilon: float | None = None) -> np.ndarray:
+        """Tangential derivatives of ΔW at points x (N, d): shape (N, d, d), row a = ∇_S ΔW_a(x).
+
+        Exact through the harmonic expansion (every basis provides the surface gradient), so
+        for a tangent vector ξ at x the derivative of the field along ξ is ``J @ ξ``.
+        """
+        x = field_points(x, self.path.d)
+        state = self.path.basis.from_real(self.coeffs)
+        grads = self.path.basis.synth_rows(state, x, grad=True, epsilon=epsilon)[1]  # (d, N, d)
+        return np.transpose(grads, (1, 0, 2))
+
     def alm(self) -> np.ndarray:
         """S^2 only: the coefficients as ducc0 complex alm, shape (3, (lmax+1)(lmax+2)/2)."""
         if self.path.d != 3:
@@ -95,20 +113,28 @@ class FieldIncrement(NoiseField):
 
 
 class NoisePath(NoiseSource):
-    """The common Brownian field on S^1 (Fourier) or S^2 (real spherical harmonics), theory §3/§8.
+    """The common Brownian field on S^{d-1}, every d >= 2, theory §3/§8.
+
+    W(t, x) = Σ_a Σ_{l <= l_σ, m} sqrt(a_l) Y_lm(x) B_{a,lm}(t) e_a with the real orthonormal
+    harmonics of :func:`meanfield.sphere.basis` (Fourier on S^1, spherical harmonics on S^2,
+    Gegenbauer-product hyperspherical harmonics for d >= 4) and a_l the Funk–Hecke
+    coefficients of κ on S^{d-1}, so its covariance is exactly the truncated kernel
+    E[W_a(t,x) W_b(s,y)] = (t ∧ s) δ_ab Σ_{l<=l_σ} a_l Z_l(<x, y>) in every d.
 
     Parameters
     ----------
     kernel : ActivationKernel or SpectralKernel
         The covariance κ of the MLP field.
-    d : {2, 3}
+    d : int, >= 2
         Ambient dimension; tokens live on S^{d-1}.
     lmax : int, >= 0
-        Truncation degree l_σ of the field. Degrees whose estimated cost
-        (:func:`noise_path_cost`) exceeds about a minute or 4 GiB are refused, with the
-        estimate and the largest accepted lmax (2622 on S^2, where the time of a first deep
-        query and the memory of the Brownian tree bind; 14389 on S^1, where the Funk–Hecke
-        quadrature binds).
+        Truncation degree l_σ of the field; the basis has Σ_{l<=l_σ} N(d, l) functions per
+        component, about l_σ^{d-1}/(d-1)! · 2 (:func:`noise_path_sizes` tabulates sizes,
+        costs and kept fractions). Degrees whose estimated cost (:func:`noise_path_cost`)
+        exceeds about a minute or 4 GiB are refused, with the estimate and the largest
+        accepted lmax (2622 on S^2, where the time of a first deep query and the memory of
+        the Brownian tree bind; 14389 on S^1, where the Funk–Hecke quadrature binds; for
+        d >= 4 the direct evaluation binds: 124 on S^3, 48 on S^4, 15 on S^7, 4 on S^31).
     seed : int, SeedSequence or Generator
     t_max : float, > 0
         The path lives on [0, t_max].
@@ -148,11 +174,8 @@ class NoisePath(NoiseSource):
             raise TypeError(f"kernel must be a meanfield.kernels.Kernel (e.g. ActivationKernel or SpectralKernel), "
                             f"got {type(kernel).__name__}")
         self.d = as_int(d, "d", min_value=2)
-        if self.d not in supported_dimensions():
-            dims = [str(k) for k in supported_dimensions()]
-            allowed = dims[0] if len(dims) == 1 else ", ".join(dims[:-1]) + " or " + dims[-1]
-            raise ValueError(f"d must be {allowed} for a NoisePath (it needs a harmonic basis of S^{{d-1}}), got "
-                             f"d = {d}; use RandomFeatureNoise for other d")
+        if not has_basis(self.d):
+            raise ValueError(f"d = {d} has no harmonic basis of S^{{d-1}} for a NoisePath; use RandomFeatureNoise")
         if isinstance(kernel, SpectralKernel) and kernel.d != self.d:
             raise ValueError(f"kernel is a SpectralKernel on S^{kernel.d - 1}, but d = {self.d}")
         self.lmax = as_int(lmax, "NoisePath lmax", min_value=0)
@@ -228,3 +251,99 @@ class NoisePath(NoiseSource):
         for a in range(self.d):
             out[:, a] = b.evaluate(state[a], pts, epsilon=epsilon)
         return out
+
+
+def noise_path_sizes(kernel, dims=(4, 5, 6, 8), lmaxes=(2, 4, 6, 8), *, measure: bool = False,
+                     n_points: int = 1000, seed=0):
+    """Basis size, cost and kept fraction of a :class:`NoisePath` per (d, l_σ): a table.
+
+    For each dimension d and degree l_σ: the number of coefficients per ambient component
+    n = Σ_{l <= l_σ} N(d, l), N(d, l) = (2l + d - 2)(l + d - 3)! / (l! (d - 2)!), the total
+    d · n of Brownian motions in the tree, the kept variance κ_σ(1) and the kept fraction
+    κ_σ(1) / κ(1) = Σ_{l<=l_σ} a_l Z_l(1) / κ(1) (Funk–Hecke coefficients of ``kernel`` on
+    S^{d-1}), the estimated cost of :func:`noise_path_cost` and whether :class:`NoisePath`
+    accepts it. With ``measure``, each accepted cell is also built and timed: the
+    construction (Funk–Hecke included), the first increment over a non-dyadic interval
+    (a full-depth tree query), one evaluation of the field at ``n_points`` points and one
+    evaluation of its tangential Jacobian (:meth:`FieldIncrement.gradient`).
+
+    Parameters
+    ----------
+    kernel : ActivationKernel
+        Or any :class:`~meanfield.kernels.Kernel` valid on every S^{d-1} of ``dims``.
+    dims : sequence of int, each >= 2
+    lmaxes : sequence of int, each >= 0
+    measure : bool
+    n_points : int, >= 1
+    seed : int
+        Seed of the measured paths and points.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``d, lmax, n_coeffs, n_total, kappa_sigma1, kept_fraction, est_seconds,
+        est_bytes, accepted`` and, with ``measure``, ``build_seconds, increment_seconds,
+        eval_seconds, jacobian_seconds`` (NaN where not accepted). ``attrs["largest_lmax"]``:
+        the largest accepted l_σ per d.
+
+    Examples
+    --------
+    >>> from meanfield.kernels import ActivationKernel
+    >>> t = noise_path_sizes(ActivationKernel("relu"), dims=[4, 8], lmaxes=[2, 4])
+    >>> t[["d", "lmax", "n_coeffs", "n_total"]].values.tolist()
+    [[4, 2, 14, 56], [4, 4, 55, 220], [8, 2, 44, 352], [8, 4, 450, 3600]]
+    >>> bool((t["kept_fraction"] < 1).all()), t.attrs["largest_lmax"][8]
+    (True, 15)
+    """
+    import time
+
+    import pandas as pd
+
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"kernel must be a meanfield.kernels.Kernel, got {type(kernel).__name__}")
+    dims = [as_int(d, "dims[]", min_value=2) for d in dims]
+    lmaxes = sorted(as_int(l, "lmaxes[]", min_value=0) for l in lmaxes)
+    if not dims or not lmaxes:
+        raise ValueError("dims and lmaxes must be non-empty")
+    n_points = as_int(n_points, "n_points", min_value=1)
+    spectral = isinstance(kernel, SpectralKernel)
+    if spectral and any(d != kernel.d for d in dims):
+        raise ValueError(f"a SpectralKernel lives on S^{kernel.d - 1}: dims must all be {kernel.d}")
+    rows, largest = [], {}
+    rng = np.random.default_rng(seed)
+    for d in dims:
+        top = type(basis(d, 0)).max_lmax
+        largest[d] = _largest_lmax(d, spectral, 40, top)
+        ok_l = [l for l in lmaxes if l <= largest[d]]
+        a = kernel.harmonic_coefficients(d, max(ok_l)).a if ok_l else np.zeros(1)
+        z1 = harmonic_dimension(d, a.size - 1) / sphere_area(d)
+        kept = np.cumsum(a * z1)
+        for L in lmaxes:
+            n = int(harmonic_dimension(d, L).sum())
+            secs, mem = noise_path_cost(d, L, spectral=spectral)
+            accepted = L <= largest[d]
+            k1 = float(kept[L]) if accepted else math.nan
+            row = {"d": d, "lmax": L, "n_coeffs": n, "n_total": d * n, "kappa_sigma1": k1,
+                   "kept_fraction": k1 / kernel.kappa1 if accepted else math.nan, "est_seconds": secs,
+                   "est_bytes": mem, "accepted": accepted}
+            if measure:
+                row.update(build_seconds=math.nan, increment_seconds=math.nan, eval_seconds=math.nan,
+                           jacobian_seconds=math.nan)
+                if accepted:
+                    t0 = time.perf_counter()
+                    path = NoisePath(kernel, d, L, seed=int(rng.integers(2**31)))
+                    t1 = time.perf_counter()
+                    dw = path.field(1.0 / 3.0, 0.5)
+                    t2 = time.perf_counter()
+                    x = rng.standard_normal((n_points, d))
+                    x /= np.linalg.norm(x, axis=1, keepdims=True)
+                    dw(x)
+                    t3 = time.perf_counter()
+                    dw.gradient(x)
+                    t4 = time.perf_counter()
+                    row.update(build_seconds=t1 - t0, increment_seconds=t2 - t1, eval_seconds=t3 - t2,
+                               jacobian_seconds=t4 - t3)
+            rows.append(row)
+    table = pd.DataFrame(rows)
+    table.attrs["largest_lmax"] = largest
+    return table

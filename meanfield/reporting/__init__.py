@@ -73,6 +73,9 @@ sign** across the parameter values.  :func:`fit_linear_model` fits a model linea
 parameters (e.g. ``A log L / L + C / m``) by weighted least squares on group means, with
 both intervals per parameter and a χ² goodness of fit.
 
+Proportions (the fraction of runs with an outcome) get a binomial interval from
+:func:`proportion_interval` (exact Clopper–Pearson, or Wilson score).
+
 ``meanfield.rates`` is an alias of this package kept for existing imports.
 """
 
@@ -80,6 +83,7 @@ from __future__ import annotations
 
 from ._effects import EffectFit, ModelFit, effect_verdict, fit_effect_slope, fit_linear_model
 from ._figures import plot_rates
+from ._proportions import PROPORTION_METHODS, proportion_interval
 from ._fits import RATE_COLUMNS, THREE_WAY_COLUMNS, SlopeFit, fit_slope, rate_table, slope_summary
 from ._tables import export_table, to_csv, to_latex, to_markdown
 from ._verdicts import CONSISTENT, INCONCLUSIVE, INCONSISTENT, SlopeIntervals, Verdict, verdict
@@ -107,4 +111,6 @@ __all__ = [
     "effect_verdict",
     "ModelFit",
     "fit_linear_model",
+    "proportion_interval",
+    "PROPORTION_METHODS",
 ]

@@ -14,7 +14,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
-from meanfield._validate import as_int
+from meanfield._validate import as_bool, as_int
 from meanfield.runner._executors import DaskBackend, PoolBackend, SerialBackend
 from meanfield.runner._frame import build_frame
 from meanfield.runner._study import Study, StudyFailedError, StudyResult, TaskFailure
@@ -92,6 +92,7 @@ def run_study(
     progress: bool = True,
     retries: int = 1,
     raise_on_failure: bool = False,
+    deterministic: bool = True,
 ) -> StudyResult:
     """Run every unfinished task of a study and return the table of results.
 
@@ -108,8 +109,9 @@ def run_study(
         Worker processes of the pool, or of the local Dask cluster started
         when no ``scheduler`` is given; default ``os.cpu_count()``, and never
         more than the tasks left to run. Ignored by ``"serial"`` and by an
-        existing Dask scheduler. Each worker runs one task at a time; a task
-        that uses threads itself (BLAS, ducc0) should limit them so that
+        existing Dask scheduler. Each worker runs one task at a time, with
+        the package's transforms on one thread (``deterministic``); a task
+        that starts threads of its own (e.g. BLAS) should limit them so that
         workers x threads does not exceed the cores.
     scheduler : str, distributed.Client or None
         Dask scheduler address (``"tcp://host:8786"``) or a running client
@@ -142,13 +144,20 @@ def run_study(
         (its ``result`` attribute holds the rest). Otherwise (default) a
         ``RuntimeWarning`` is issued and the failures are listed in
         :attr:`StudyResult.failures`.
+    deterministic : bool
+        Run every task with the package's transforms on one thread
+        (:func:`meanfield.deterministic`; default). ducc0's
+        multithreaded adjoint transforms add in a timing-dependent order, so
+        with ``False`` a task on S^2 may differ in the last bits from one run
+        to the next; with ``True`` the table is bit-identical across runs,
+        executors and worker counts. Parallelism comes from the workers.
 
     Returns
     -------
     StudyResult
         The table does not depend on ``executor``, ``workers``, completion
         order or interruptions: a resumed run gives exactly the table of an
-        uninterrupted one.
+        uninterrupted one, bit for bit (with ``deterministic=True``).
 
     Raises
     ------
@@ -178,6 +187,7 @@ def run_study(
     if workers is not None:
         workers = as_int(workers, "workers", min_value=1)
     retries = as_int(retries, "retries", min_value=0)
+    deterministic = as_bool(deterministic, "deterministic")
     _check_sendable(study, executor)
 
     tasks = study.tasks
@@ -209,7 +219,7 @@ def run_study(
                 while pending and in_flight + len(batch) < backend.window:
                     task, attempt = pending.popleft()
                     batch.append(((task, attempt), (study.task_params(task), study.seed(task))))
-                backend.submit_many(run_task, batch, fn=study.fn, reserved=reserved)
+                backend.submit_many(run_task, batch, fn=study.fn, reserved=reserved, deterministic=deterministic)
                 in_flight += len(batch)
                 (task, attempt), outcome = backend.next_done()
                 in_flight -= 1

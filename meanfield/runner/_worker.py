@@ -17,6 +17,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from meanfield._threads import deterministic as _deterministic
+
 __all__ = ["run_task", "normalise_result", "end_with_parent"]
 
 #: Seconds between two checks of the parent process by the portable watcher thread.
@@ -100,7 +102,7 @@ def normalise_result(result, reserved=()) -> dict:
     return {"scalars": scalars, "arrays": arrays}
 
 
-def run_task(params: dict, seed: np.random.SeedSequence, fn, reserved: tuple = ()) -> tuple:
+def run_task(params: dict, seed: np.random.SeedSequence, fn, reserved: tuple = (), deterministic: bool = True) -> tuple:
     """Run one task and report its outcome as data, never by raising.
 
     Parameters
@@ -114,6 +116,10 @@ def run_task(params: dict, seed: np.random.SeedSequence, fn, reserved: tuple = (
         The task function ``fn(params, seed) -> dict``.
     reserved : tuple of str
         Result names that would clash with table columns.
+    deterministic : bool
+        Run ``fn`` inside :func:`meanfield.deterministic` (default): every
+        transform of the package runs on one thread, so that the result does not depend on
+        thread timing, the executor or the number of workers, bit for bit.
 
     Returns
     -------
@@ -130,7 +136,9 @@ def run_task(params: dict, seed: np.random.SeedSequence, fn, reserved: tuple = (
     'ok'
     """
     try:
-        record = normalise_result(fn(params, seed), reserved)
+        with _deterministic(deterministic):
+            value = fn(params, seed)
+        record = normalise_result(value, reserved)
     except Exception as exc:  # report any task error with its traceback
         return ("error", f"{type(exc).__name__}: {exc}", traceback.format_exc())
     return ("ok", record)

@@ -157,8 +157,9 @@ class Attention:
         G, gG, H = self.basis.hessian_at(g, x, epsilon=self.eps)
         bG = self.beta * G
         v = gG / bG[:, None]
-        Dv = H / bG[:, None, None] - gG[:, :, None] * gG[:, None, :] / (bG * G)[:, None, None]
-        Dv -= x[:, :, None] * v[:, None, :]
+        # ∇G (∇G·ξ)/(βG²) + x (v·ξ) = (β v + x)(v·ξ): one outer product of (N, d) vectors
+        Dv = H / bG[:, None, None]
+        Dv -= (self.beta * v + x)[:, :, None] * v[:, None, :]
         return v, Dv
 
 
@@ -229,12 +230,12 @@ def apply_step(step: Step, attention: Attention | None, x: np.ndarray, jac: bool
     """y = T(x) (N, d) and, if ``jac``, the tangent Jacobian matrix DT(x) (N, d, d)."""
     d = x.shape[1]
     z = x.copy()
-    M = np.broadcast_to(np.eye(d), (x.shape[0], d, d)).copy() if jac else None
+    M = np.zeros((x.shape[0], d, d)) if jac else None
     if attention is not None and step.att_coeffs is not None:
         v, Dv = attention.evaluate(step.att_coeffs, x, jac)
         z += step.dt * v
         if jac:
-            M += step.dt * Dv
+            np.multiply(Dv, step.dt, out=M)
     ns = step.noise
     if ns is not None and ns.kind != "flow":
         w, Dw = ns.evaluate(x, jac)
@@ -244,6 +245,8 @@ def apply_step(step: Step, attention: Attention | None, x: np.ndarray, jac: bool
     y, r = project_points(z)
     DT = None
     if jac:
+        for i in range(d):
+            M[:, i, i] += 1.0
         M -= y[:, :, None] * vecmat(y, M)[:, None, :]
         M /= r[:, None, None]
         DT = M

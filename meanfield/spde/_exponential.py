@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from ._schemes import Problem, Scheme, noise_on_grid, register_scheme
+from ._schemes import Problem, Scheme, noise_frame_on_grid, register_scheme
 
 __all__ = ["ExponentialEuler", "exponential_euler_growth", "max_stable_dt", "CFL_GROWTH"]
 
@@ -88,12 +88,18 @@ class ExponentialEuler(Scheme):
 
     def step(self, c, rho_g, v, t0, t1):
         p, grid = self.p, self.p.grid
-        # frame components of h v + P_x ΔW, times ρ_n, then the spectral divergence
-        flux = [p.dt * vk for vk in v] if v is not None else [np.zeros(grid.Q) for _ in grid.frame()]
+        # frame components of ρ_n (h v + P_x ΔW) times the quadrature weights, then the spectral divergence
+        rw = rho_g * grid.weights
+        if v is not None:
+            s = rw * p.dt
+            flux = [vk * s for vk in v]
+        else:
+            flux = [np.zeros(grid.Q) for _ in grid.frame()]
         if p.noise_on:
-            for fk, wk in zip(flux, grid.components(noise_on_grid(grid, p.noise, t0, t1))):
+            for fk, wk in zip(flux, noise_frame_on_grid(grid, p.noise, t0, t1)):
+                wk *= rw
                 fk += wk
-        c = c - grid.divergence([rho_g * fk for fk in flux])
+        c = c - grid.divergence(flux, weighted=True)
         if self.decay is not None:
             c = c * self.decay
         return c

@@ -15,7 +15,7 @@ import numpy as np
 from ..noise import NoiseSource
 from ..sphere import Basis, Grid
 
-__all__ = ["Problem", "Scheme", "register_scheme", "get_scheme", "scheme_names", "noise_on_grid"]
+__all__ = ["Problem", "Scheme", "register_scheme", "get_scheme", "scheme_names", "noise_on_grid", "noise_frame_on_grid"]
 
 _SCHEMES: dict[str, type] = {}
 
@@ -52,6 +52,8 @@ class Scheme(abc.ABC):
 
     name: str
     noise_maps: tuple[str, ...] = ("projected",)
+    #: Accuracy of the non-uniform transforms a step uses (None: grid transforms only, exact).
+    epsilon: float | None = None
 
     def __init__(self, problem: Problem):
         self.p = problem
@@ -105,3 +107,14 @@ def noise_on_grid(grid: Grid, noise: NoiseSource, t0: float, t1: float) -> np.nd
         if vals is not None:
             return vals
     return np.asarray(field(grid.points), dtype=np.float64)
+
+
+def noise_frame_on_grid(grid: Grid, noise: NoiseSource, t0: float, t1: float) -> list[np.ndarray]:
+    """Frame components of P_x ΔW(x_q) over [t0, t1] at the grid nodes (the tangential part of
+    :func:`noise_on_grid`), synthesised directly where the grid can (no ambient map)."""
+    field = noise.field(t0, t1)
+    if field.coeffs is not None and field.lmax is not None:
+        comps = grid.synth_real_frame(field.coeffs, field.lmax)
+        if comps is not None:
+            return comps
+    return grid.components(np.asarray(field(grid.points), dtype=np.float64))

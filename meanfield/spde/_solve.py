@@ -295,6 +295,8 @@ def solve_spde(
         "solver": "solve_spde", "scheme": scheme, "d": d, "lmax": lmax, "dt": dt, "t0": t_start, "beta": beta,
         "attention": attention, "noise_on": noise_on, "noise_map": noise_map, "filter": filter,
         "tail_tol": tail_tol, "neg_tol": neg_tol, "attention_tol": attention_tol,
+        "transform_epsilon": stepper.epsilon,
+        "convolution_degree": None if vel is None else vel.lconv,
         "V": None if V is None else V.tolist(), "rho0": rho0_desc,
         "noise": {"type": None} if noise is None else noise.describe(),
         "grid": grid.describe(),

@@ -7,7 +7,7 @@ import math
 import numpy as np
 from scipy import special
 
-from ..attention import attention_eigenvalues
+from ..attention import attention_eigenvalues, required_degree
 from ..sphere import Grid, basis, tangent_project
 
 __all__ = ["Velocity"]
@@ -25,6 +25,20 @@ def attention_eigen_derivative(d: int, beta: float, lmax: int) -> np.ndarray:
     return out if beta > 0 else np.where(ls % 2 == 0, -out, out)
 
 
+#: Relative size, in the worst case over all densities, of the part of the attention convolution
+#: beyond the degree the velocity is computed at (see :func:`meanfield.attention.required_degree`):
+#: below double-precision round-off, so the truncation does not change the result.
+TRUNCATION_TOL = 1e-16
+
+
+def convolution_degree(d: int, beta: float, lmax: int) -> int:
+    """Degree <= lmax beyond which e^{-β} K_β * ρ changes the velocity by less than round-off."""
+    try:
+        return min(lmax, required_degree(d, beta, TRUNCATION_TOL, lmax_cap=max(lmax, 1)))
+    except ValueError:  # the tail is above round-off even at lmax: keep every degree
+        return lmax
+
+
 class Velocity:
     """Attention velocity v[ρ] = P_x A(x; ρ) from ρ's coefficients.
 
@@ -32,6 +46,10 @@ class Velocity:
     by F(r x) = Σ λ_l(rβ) ρ_lm Y_lm(x), the ambient gradient at ``|x| = 1`` is
     ∇_S F + x β Σ λ_l'(β) ρ_lm Y_lm, and A = V ∇_amb F / (β F). For V = I the radial
     part is removed by P_x, so only ∇_S F / (β F) is computed.
+
+    λ_l decays faster than geometrically once l > β, so F is synthesised at the degree
+    :attr:`lconv` <= lmax beyond which the omitted part is below round-off
+    (:func:`convolution_degree`); on a grid this costs a fraction of a full-degree transform.
 
     Parameters
     ----------
@@ -44,28 +62,33 @@ class Velocity:
     def __init__(self, d: int, lmax: int, beta: float, V: np.ndarray | None):
         self.basis = basis(d, lmax)
         self.d, self.lmax, self.beta, self.V = d, lmax, beta, V
-        ell = self.basis.ell
-        self.lam = attention_eigenvalues(d, beta, lmax)[ell]
-        self.dlam = attention_eigen_derivative(d, beta, lmax)[ell] if V is not None else None
+        self.lconv = convolution_degree(d, beta, lmax)
+        self.conv_basis = basis(d, self.lconv)
+        # entries of a degree-lmax state that make up the degree-lconv state
+        self._keep = self.basis.resize(np.arange(self.basis.n_state).astype(self.basis.state_dtype),
+                                       self.lconv).real.astype(np.intp)
+        ell = self.conv_basis.ell
+        self.lam = attention_eigenvalues(d, beta, self.lconv)[ell]
+        self.dlam = attention_eigen_derivative(d, beta, self.lconv)[ell] if V is not None else None
 
     def on_grid(self, grid: Grid, c: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
         """Frame components of v[ρ] at the grid nodes, and e^{-abs(β)} K_β * ρ there."""
-        lc = self.lam * c
-        conv = grid.synth(lc)
-        g = grid.gradient(lc)
+        ck = c[self._keep]
+        conv, g = grid.synth_grad(self.lam * ck, self.lconv)
         if self.V is not None:
-            rad = self.beta * grid.synth(self.dlam * c)
+            rad = self.beta * grid.synth_grad(self.dlam * ck, self.lconv, grad=False)[0]
             g = grid.components((grid.ambient(g) + rad[:, None] * grid.points) @ self.V.T)
         inv = 1.0 / (self.beta * conv)
         return [gk * inv for gk in g], conv
 
     def at_points(self, c: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """v[ρ](x) (N, d) and e^{-abs(β)} K_β * ρ (N,) at unit vectors x (N, d)."""
-        lc = self.lam * c
-        b = self.basis
+        ck = c[self._keep]
+        lc = self.lam * ck
+        b = self.conv_basis
         conv = b.evaluate(lc, x)
         g = b.gradient_at(lc, x)
         if self.V is not None:
-            rad = self.beta * b.evaluate(self.dlam * c, x)
+            rad = self.beta * b.evaluate(self.dlam * ck, x)
             g = tangent_project(x, (g + rad[:, None] * x) @ self.V.T)
         return g / (self.beta * conv)[:, None], conv

@@ -1,17 +1,18 @@
 """Geometry of the sphere S^{d-1}: the one layer every solver asks.
 
-Projection and tangent frames, quadrature rules, zonal harmonics for every d and, per
-sphere, a harmonic :class:`Basis` that owns the degree, the coefficient layout, the
+Projection and tangent frames, quadrature rules (product Gauss rules on every S^{d-1}), zonal
+harmonics for every d and, per sphere, a harmonic :class:`Basis` that owns the degree, the coefficient layout, the
 transforms and the quadrature :class:`Grid` (:func:`basis` picks it from the dimension).
 """
 
 from ._geometry import angles_to_cart, cart_to_angles, project, sample_uniform, sphere_area, tangent_frame, tangent_project
-from ._quadrature import circle_quadrature, gauss_legendre, sphere_quadrature
+from ._quadrature import circle_quadrature, gauss_gegenbauer, gauss_legendre, product_nodes, product_quadrature, sphere_quadrature
 from ._s2 import alm_index, alm_to_real, n_alm, real_to_alm
 from ._zonal import harmonic_dimension, legendre_d, zonal, zonal_derivative
-from .basis import Basis, Grid, basis, check_dimension, register_basis, supported_dimensions
+from .basis import Basis, Grid, basis, check_dimension, has_basis, register_basis, supported_dimensions
 from ._circle import CircleBasis, CircleGrid
 from ._sphere2 import NUFFT_EPS, S2Basis, S2Grid
+from ._hypersphere import HypersphereBasis, HypersphereGrid, chain_labels, householder_frame, n_functions
 
 __all__ = [
     "sphere_area",
@@ -22,6 +23,9 @@ __all__ = [
     "tangent_frame",
     "sample_uniform",
     "gauss_legendre",
+    "gauss_gegenbauer",
+    "product_quadrature",
+    "product_nodes",
     "sphere_quadrature",
     "circle_quadrature",
     "harmonic_dimension",
@@ -38,9 +42,15 @@ __all__ = [
     "check_dimension",
     "register_basis",
     "supported_dimensions",
+    "has_basis",
     "CircleBasis",
     "CircleGrid",
     "S2Basis",
     "S2Grid",
     "NUFFT_EPS",
+    "HypersphereBasis",
+    "HypersphereGrid",
+    "chain_labels",
+    "householder_frame",
+    "n_functions",
 ]

@@ -203,12 +203,13 @@ def _irfft_synth(c: np.ndarray, lmax: int, M: int) -> np.ndarray:
 
 
 class CircleGrid(Grid):
-    """M = 2 n equispaced nodes (θ_j = 2π j / M); synthesis and analysis by real FFTs."""
+    """M >= 2 n equispaced nodes (θ_j = 2π j / M, M even and a fast FFT length); synthesis and analysis by real FFTs."""
 
     def __init__(self, basis: CircleBasis, n: int | None = None):
         self.basis, self.lmax = basis, basis.lmax
         n1 = (3 * self.lmax) // 2 + 2 if n is None else n
-        self.M = 2 * n1
+        # an even number >= 2 n1 that is a fast FFT length (2 n1 often has a large prime factor)
+        self.M = 2 * int(ducc0.fft.good_size(n1))
         self.points, self.weights = circle_quadrature(self.M, offset=0.0)
         self.e_theta = _tangent(self.points)
         # FFT transforms need the band |k| <= lmax strictly below the Nyquist mode M / 2
@@ -245,8 +246,10 @@ class CircleGrid(Grid):
     def gradient(self, c):
         return [self.synth(ddtheta(c, self.lmax))]
 
-    def divergence(self, comps):
-        return ddtheta(self.analysis(comps[0]), self.lmax)
+    def divergence(self, comps, *, weighted=False):
+        # the nodes have equal weights 2π/M, which the FFT analysis applies itself
+        f = comps[0] * (self.M / (2 * math.pi)) if weighted else comps[0]
+        return ddtheta(self.analysis(f), self.lmax)
 
     def synth_real(self, coeffs, lmax):
         if lmax < self.M // 2:

@@ -19,6 +19,9 @@ __all__ = ["S2Basis", "S2Grid", "NUFFT_EPS"]
 #: Accuracy requested from ducc0's non-uniform transforms (must exceed 2e-13).
 NUFFT_EPS = 1e-12
 
+#: Legendre work n_θ (lmax + 1)² below which the ring coefficients of a field are computed on one thread.
+LEG_SERIAL_WORK = 1 << 20
+
 
 @register_basis(3)
 class S2Basis(Basis):
@@ -133,8 +136,7 @@ class S2Basis(Basis):
             qu = ducc0.sht.synthesis_general(alm=np.stack([e2, np.zeros_like(e2)]), spin=2, **kw)
         else:
             qu = np.zeros((2, n))
-        one, zero = np.ones(n), np.zeros(n)
-        et, ep = pts.tangent(one, zero), pts.tangent(zero, one)
+        et, ep = pts.frame()
         htt, hpp, htp = 0.5 * (lap - qu[0]), 0.5 * (lap + qu[0]), -0.5 * qu[1]
         # H = E h E^T with E = [e_θ, e_φ] and h the 2 x 2 frame Hessian
         eh0 = htt[:, None] * et + htp[:, None] * ep
@@ -161,7 +163,9 @@ def _gl_rings(nlat: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 class S2Grid(Grid):
-    """Gauss–Legendre rings (ducc0 'GL' order, colatitude increasing) × n_φ = 2 n_θ longitudes.
+    """Gauss–Legendre rings (ducc0 'GL' order, colatitude increasing) × n_φ >= 2 n_θ longitudes.
+
+    n_φ is the smallest fast FFT length >= 2 n_θ (``ducc0.fft.good_size``).
 
     ``points`` (Q, 3) and ``weights`` (Q,) are flattened ring-major, the layout of
     ``ducc0.sht.synthesis_2d`` maps.
@@ -169,9 +173,11 @@ class S2Grid(Grid):
 
     def __init__(self, basis: S2Basis, n: int | None = None):
         self.basis, self.lmax = basis, basis.lmax
-        self.nthreads = default_threads()
         self.nlat = (3 * self.lmax) // 2 + 2 if n is None else n
-        self.nphi = 2 * self.nlat
+        # at least 2 n_θ longitudes (the φ rule is then as exact as the θ rule), rounded up to a
+        # fast FFT length: 2 n_θ often has a large prime factor (n_θ = 194 gives 388 = 4·97), and
+        # the ring FFTs then cost more than the Legendre part of a transform
+        self.nphi = int(ducc0.fft.good_size(2 * self.nlat, True))
         theta, wg = _gl_rings(self.nlat)
         phi = 2 * np.pi * np.arange(self.nphi) / self.nphi
         self._theta, self._phi = theta, phi
@@ -197,6 +203,11 @@ class S2Grid(Grid):
         ell = basis.ell
         self.sqrt_ll = np.sqrt(ell * (ell + 1.0))
 
+    @property
+    def nthreads(self) -> int:
+        # asked at every transform, so that a grid built outside deterministic() obeys it inside
+        return default_threads()
+
     @functools.cached_property
     def loc(self) -> np.ndarray:
         """(colatitude, longitude) of the nodes, shape (Q, 2)."""
@@ -221,21 +232,98 @@ class S2Grid(Grid):
         return [self.e_theta, self.e_phi]
 
     def gradient(self, c):
-        e = self.sqrt_ll * c
-        g = self._synth(np.stack([e, np.zeros_like(e)]), 1, self.lmax)
+        # DERIV1: the gradient part only (no curl coefficients), sqrt(l(l+1)) applied by ducc0
+        g = ducc0.sht.synthesis_2d(alm=c[None], spin=1, lmax=self.lmax, geometry="GL", ntheta=self.nlat,
+                                   nphi=self.nphi, nthreads=self.nthreads, mode="DERIV1")
         return [g[0].ravel(), g[1].ravel()]
 
-    def divergence(self, comps):
-        # spin-1 analysis of (F_θ, F_φ) gives E_lm, and div F = -sqrt(l(l+1)) E_lm
-        m = np.stack([comps[0].reshape(self.nlat, self.nphi), comps[1].reshape(self.nlat, self.nphi)])
-        eb = ducc0.sht.analysis_2d(map=m, spin=1, lmax=self.lmax, geometry="GL", nthreads=self.nthreads)
-        return -self.sqrt_ll * eb[0]
+    def divergence(self, comps, *, weighted=False):
+        # div F = -sqrt(l(l+1)) E_lm with E_lm the spin-1 gradient coefficients of (F_θ, F_φ): on the
+        # GL grid the analysis is the adjoint synthesis of the weighted map, and DERIV1 computes
+        # sqrt(l(l+1)) E_lm alone (no curl part)
+        m = np.empty((2, self.nlat, self.nphi))
+        for k in range(2):
+            if weighted:
+                m[k] = comps[k].reshape(self.nlat, self.nphi)
+            else:
+                np.multiply(comps[k].reshape(self.nlat, self.nphi), self._w2, out=m[k])
+        e = ducc0.sht.experimental.adjoint_synthesis_2d(map=m, spin=1, lmax=self.lmax, geometry="GL",
+                                                        nthreads=self.nthreads, mode="DERIV1")[0]
+        return np.negative(e, out=e)
+
+    @functools.cached_property
+    def _w2(self) -> np.ndarray:
+        return self.weights.reshape(self.nlat, self.nphi)
+
+    @functools.cached_property
+    def _rings(self) -> dict:
+        return {"nphi": np.full(self.nlat, self.nphi, dtype=np.uintp), "phi0": np.zeros(self.nlat),
+                "ringstart": np.arange(self.nlat, dtype=np.uintp) * np.uintp(self.nphi)}
+
+    def _leg2map(self, leg: np.ndarray) -> np.ndarray:
+        return ducc0.sht.experimental.leg2map(leg=leg, nthreads=self.nthreads, **self._rings)
+
+    def _leg_threads(self, lmax: int) -> int:
+        # the Legendre part of a low-degree field is tiny (n_θ lmax² operations): threads cost more there
+        return self.nthreads if self.nlat * (lmax + 1) ** 2 >= LEG_SERIAL_WORK else 1
+
+    def _legs(self, alm: np.ndarray, lmax: int, out: np.ndarray) -> np.ndarray:
+        return ducc0.sht.experimental.alm2leg(alm=alm, lmax=lmax, theta=self._theta, spin=0,
+                                              nthreads=self._leg_threads(lmax), leg=out)
+
+    def synth_grad(self, c, lmax, *, grad=True):
+        # Legendre coefficients per ring at degree lmax (cheap when lmax is far below the grid's
+        # degree), then one ring-FFT call for the value and both gradient components
+        if lmax >= self.nlat or 2 * lmax >= self.nphi:
+            return super().synth_grad(c, lmax, grad=grad)
+        alm = np.ascontiguousarray(c, dtype=np.complex128)[None]
+        leg = np.empty((3 if grad else 1, self.nlat, lmax + 1), dtype=np.complex128)
+        self._legs(alm, lmax, leg[:1])
+        if grad:
+            ducc0.sht.experimental.alm2leg_deriv1(alm=alm, lmax=lmax, theta=self._theta,
+                                                  nthreads=self._leg_threads(lmax), leg=leg[1:])
+        m = self._leg2map(leg)
+        return m[0], ([m[1], m[2]] if grad else None)
+
+    def _real_legs(self, coeffs, lmax):
+        alm = real_to_alm(coeffs, lmax)
+        leg = np.empty((coeffs.shape[0], self.nlat, lmax + 1), dtype=np.complex128)
+        for a in range(coeffs.shape[0]):
+            self._legs(alm[a : a + 1], lmax, leg[a : a + 1])
+        return leg
 
     def synth_real(self, coeffs, lmax):
         if lmax + 1 > self.nlat or 2 * lmax + 1 > self.nphi:
             return None
-        alm = real_to_alm(coeffs, lmax)
-        out = np.empty((self.Q, coeffs.shape[0]))
-        for a in range(coeffs.shape[0]):
-            out[:, a] = self._synth(alm[a : a + 1], 0, lmax)[0].ravel()
-        return out
+        return self._leg2map(self._real_legs(coeffs, lmax)).T
+
+    def synth_real_frame(self, coeffs, lmax):
+        # F = (F_x, F_y, F_z) of degree lmax; per ring (Legendre coefficients in φ):
+        # F_θ = cos θ Re U - sin θ F_z and F_φ = Im U with U = e^{-iφ} (F_x + i F_y), a shift of the
+        # φ-Fourier coefficients by one, so the frame components cost two ring FFTs and no
+        # ambient map (degree lmax + 1 in φ)
+        if coeffs.shape[0] != 3 or lmax + 2 > self.nlat or 2 * lmax + 3 > self.nphi:
+            return super().synth_real_frame(coeffs, lmax)
+        leg = self._real_legs(coeffs, lmax)
+        M, K = lmax, lmax + 1
+        # two-sided coefficients of Z = F_x + i F_y, k = -M..M at index k + M (a real field has
+        # coefficient conj(leg_k) at -k); U_k = Z_{k+1} sits at index k + K of a row of length 2K + 1
+        U = np.zeros((self.nlat, 2 * K + 1), dtype=np.complex128)
+        U[:, M : 2 * M + 1] = leg[0] + 1j * leg[1]
+        U[:, : M + 1] = (np.conj(leg[0]) + 1j * np.conj(leg[1]))[:, ::-1]
+        up, um = U[:, K:], np.conj(U[:, K::-1])  # U_k and conj(U_{-k}), k = 0..K
+        out = np.empty((2, self.nlat, K + 1), dtype=np.complex128)
+        out[0] = 0.5 * (up + um)
+        out[0] *= self._cos_theta
+        out[0, :, : M + 1] -= self._sin_theta * leg[2]
+        out[1] = -0.5j * (up - um)
+        m = self._leg2map(out)
+        return [m[0], m[1]]
+
+    @functools.cached_property
+    def _cos_theta(self) -> np.ndarray:
+        return np.cos(self._theta)[:, None]
+
+    @functools.cached_property
+    def _sin_theta(self) -> np.ndarray:
+        return np.sin(self._theta)[:, None]

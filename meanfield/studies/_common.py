@@ -21,7 +21,6 @@ from pathlib import Path
 
 import numpy as np
 
-from meanfield.runner import run_study
 
 __all__ = ["run_parts", "plain", "write_config", "write_summary_and_config"]
 
@@ -32,6 +31,9 @@ def run_parts(studies: dict, *, store=None, substores: bool = True, **execution)
     ``store``: with ``substores`` each part gets the sub-store ``store/<part>``; without, the
     only part uses ``store`` itself. Returns ``({part: StudyResult}, {part: seconds})``.
     """
+    # imported here: the runner needs pandas, which the light helpers below (used by the demo) do not
+    from meanfield.runner import run_study
+
     if not substores and len(studies) != 1:
         raise ValueError("one store without sub-stores needs exactly one part")
     results, seconds = {}, {}

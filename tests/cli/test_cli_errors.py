@@ -157,10 +157,26 @@ def test_help_is_plain_text_with_defaults_and_exit_codes(name, capsys):
     with pytest.raises(SystemExit):
         main([name, "--help"])
     text = capsys.readouterr().out
-    for raw in (":func:", ":mod:", ":class:", "``", "SPEC"):
+    for raw in (":func:", ":mod:", ":class:", ":math:", ":meth:", ":doc:", ":ref:", "``", "`~", ".. ", "SPEC",
+                "\\beta", "\\rho", "$"):
         assert raw not in text, (raw, text)
     assert "exit codes:" in text and "4    file-system error" in text
     assert "(default: " in text
+    # every option that has a value by default says which (including a default of 0), in the printed help
+    import argparse
+
+    from meanfield.cli._common import HelpFormatter
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    flat = " ".join(text.split())
+    formatter = HelpFormatter(f"meanfield {name}")
+    for action in sub.choices[name]._actions:
+        if not action.option_strings or action.default in (None, argparse.SUPPRESS) or action.default is False:
+            continue
+        if isinstance(action, (argparse._HelpAction, argparse._StoreConstAction)):
+            continue
+        shown = " ".join((formatter._get_help_string(action) % {"default": action.default}).split())
+        assert "default" in shown and shown in flat, (name, action.option_strings, shown)
 
 
 def test_demo_unwritable_out(capsys):

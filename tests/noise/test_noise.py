@@ -132,8 +132,8 @@ def test_rotation_noise_is_skew_and_rotates():
 
 
 def test_bad_noise_input():
-    with pytest.raises(ValueError, match="d must be 2"):
-        NoisePath(RELU, 4, 4)
+    with pytest.raises(ValueError, match="d must be >= 2"):
+        NoisePath(RELU, 1, 4)
     with pytest.raises(ValueError, match="lmax"):
         NoisePath(RELU, 3, -1)
     with pytest.raises(TypeError, match="kernel"):

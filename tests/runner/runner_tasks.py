@@ -84,3 +84,10 @@ def pause(params, seed):
     """:func:`noise` after sleeping ``params["sleep"]`` seconds (to keep a store open for a while)."""
     time.sleep(params["sleep"])
     return noise(params, seed)
+
+
+def threads(params, seed):
+    """The thread count the package's transforms would use inside this task."""
+    from meanfield._threads import default_threads, is_deterministic
+
+    return {"threads": default_threads(), "deterministic": is_deterministic()}

@@ -8,6 +8,7 @@ from meanfield.sphere import (
     check_dimension,
     circle_quadrature,
     gauss_legendre,
+    has_basis,
     project,
     sample_uniform,
     sphere_area,
@@ -91,8 +92,12 @@ def test_quadrature_rules_are_exact():
 
 
 def test_dimension_and_degree_are_validated_once():
-    with pytest.raises(ValueError, match="d = 5: spectral bases exist for d = 2"):
-        check_dimension(5)
+    # every d >= 2 has a basis (S^1, S^2 and the hyperspherical family from d = 4)
+    assert check_dimension(5) == 5 and has_basis(12) and not has_basis(1)
+    with pytest.raises(ValueError, match="d must be >= 2"):
+        check_dimension(1)
+    with pytest.raises(ValueError, match="lmax must be <= 183"):
+        basis(4, 500)
     with pytest.raises(ValueError, match="lmax must be <= 4096"):
         basis(3, 5000)
     with pytest.raises(ValueError, match="lmax must be >= 0"):

@@ -2,7 +2,7 @@
 "Stochastic Scaling Limits and Synchronization by Noise in Deep Transformer Models",
 arXiv 2604.26898: Thm 1.4, Prop. 1.5).
 
-Three measurements:
+Four measurements:
 
 1. **Lyapunov table** (activations × d). For each activation kernel κ and dimension d:
    the closed form λ_1 = ½ [(d-3) κ'(1) - (d-1) κ(1)], the Monte Carlo estimate of
@@ -36,7 +36,15 @@ Three measurements:
    states that only the noise can merge) even though the a.s. rate inside one cluster
    does not depend on β.
 
-3. The β-dependence of both rates (table + figure).
+3. The β-dependence of both rates (table + figure), and the same decay along an SPDE
+   solution (characteristics scheme) and particles on the same noise paths.
+
+4. **Phase diagram** (:func:`phase_table`, :func:`phase_task`): for each activation the
+   critical dimension d_c = (3r - 1)/(r - 1), r = κ'(1)/κ(1), where λ_1 changes sign
+   (:func:`meanfield.kernels.critical_dimension`; none when r <= 1), and λ_1 simulated by
+   :func:`tangent_lyapunov` at the integer dimensions just below and above it, each cell
+   sized so that its SE is at most ``|λ_1| / se_ratio``; a three-way verdict on whether the
+   simulation confirms the sign change (figure: λ_1 vs d per activation, d_c marked).
 
 Task functions are module-level (``fn(params, seed) -> dict``) and run through
 :func:`meanfield.runner.run_study`; :func:`run` runs a preset and :func:`write_outputs`
@@ -59,7 +67,9 @@ from ._analysis import (
     spde_rates,
     spde_table,
 )
+from ._linear_flow import LinearFlowLyapunov, linear_flow_lyapunov
 from ._lyapunov import LyapunovEstimate, lyapunov_estimate, tangent_lyapunov
+from ._phase import make_phase_study, phase_dimensions, phase_table, phase_task
 from ._presets import ACTIVATIONS, CLUSTER_TOL, ENERGY_FLOOR, PRESETS, config
 from ._report import console_summary, resolved_config, summary_markdown, write_outputs
 from ._tasks import (
@@ -83,7 +93,7 @@ sync_config = config
 write_sync_outputs = write_outputs
 
 # task functions are recorded in result stores as ``module:qualname``: keep the public path
-lyapunov_task.__module__ = energy_task.__module__ = spde_energy_task.__module__ = __name__
+lyapunov_task.__module__ = energy_task.__module__ = spde_energy_task.__module__ = phase_task.__module__ = __name__
 
 __all__ = [
     "PRESETS",
@@ -104,6 +114,8 @@ __all__ = [
     "LyapunovEstimate",
     "lyapunov_estimate",
     "tangent_lyapunov",
+    "LinearFlowLyapunov",
+    "linear_flow_lyapunov",
     "lyapunov_chi2",
     "lyapunov_task",
     "lyapunov_step",
@@ -113,6 +125,10 @@ __all__ = [
     "make_lyapunov_study",
     "make_energy_study",
     "make_spde_study",
+    "make_phase_study",
+    "phase_task",
+    "phase_table",
+    "phase_dimensions",
     "spde_table",
     "spde_rates",
     "lyapunov_table",
@@ -126,7 +142,7 @@ __all__ = [
 ]
 
 
-def run(preset: str = "quick", *, config: dict | None = None, root_seed: int = 0, parts=PARTS,
+def run(preset: str = "quick", *, config: dict | None = None, root_seed: int = 0, parts=None,
         **execution) -> SyncStudyResult:
     """Run the parts of the synchronisation study of a preset (or ``config``) and analyse them.
 
@@ -135,12 +151,13 @@ def run(preset: str = "quick", *, config: dict | None = None, root_seed: int = 0
     preset : {"test", "quick", "full"}
     config : dict, optional
         From :func:`config` (overrides ``preset``).
-    parts : sequence of {"lyapunov", "energy", "spde"}
+    parts : sequence of {"lyapunov", "energy", "spde", "phase"}
         Which parts to run (the others' fields are None). "spde": E_β and the variance along
-        an SPDE run and N particles on the same path (:func:`spde_energy_task`).
+        an SPDE run and N particles on the same path (:func:`spde_energy_task`). "phase": the
+        critical dimension of each activation and λ_1 on both sides of it (:func:`phase_task`).
     **execution
         Passed to :func:`meanfield.runner.run_study`; failed tasks raise. A ``store`` gets
-        one sub-store per part (``lyapunov``, ``energy``, ``spde``).
+        one sub-store per part (``lyapunov``, ``energy``, ``spde``, ``phase``).
 
     Examples
     --------
@@ -151,6 +168,8 @@ def run(preset: str = "quick", *, config: dict | None = None, root_seed: int = 0
     _presets._check_lyapunov(cfg["lyapunov"])
     _presets._check_energy(cfg["energy"])
     _presets._check_spde(cfg["spde"])
+    if "phase" in cfg:
+        _presets._check_phase(cfg["phase"])
     execution.setdefault("raise_on_failure", True)
     results, seconds = run_parts(build(cfg, root_seed, parts), **execution)
     return analyse(results, cfg, seconds=seconds, preset=None if config is not None else preset)

@@ -385,6 +385,8 @@ class SyncStudyResult:
     lyapunov_result, energy_result : StudyResult
     lyapunov : DataFrame
         :func:`lyapunov_table`.
+    phase : DataFrame or None
+        :func:`phase_table` (the critical dimension and λ_1 on both sides, per activation).
     rates : DataFrame
         :func:`energy_rates`.
     lambda1 : float
@@ -403,6 +405,8 @@ class SyncStudyResult:
     spde: pd.DataFrame | None = None
     preset: str | None = None
     spde_rates: pd.DataFrame | None = None
+    phase_result: object = None
+    phase: pd.DataFrame | None = None
 
 
 
@@ -421,11 +425,15 @@ def analyse(results: dict, cfg: dict, *, seconds: dict | None = None, preset: st
 
     A part that did not run leaves its fields None.
     """
+    from ._phase import phase_table
+
     lres, eres, sres = results.get("lyapunov"), results.get("energy"), results.get("spde")
+    pres = results.get("phase")
     lam = noise_lambda1(cfg["energy"])
     return SyncStudyResult(
         cfg, lres, eres,
         None if lres is None else lyapunov_table(lres.frame),
         None if eres is None else energy_rates(eres, cfg["energy"], lam),
         lam, dict(seconds or {}), sres, None if sres is None else spde_table(sres), preset,
-        None if sres is None else spde_rates(sres, cfg["spde"]))
+        None if sres is None else spde_rates(sres, cfg["spde"]),
+        pres, None if pres is None else phase_table(pres.frame))

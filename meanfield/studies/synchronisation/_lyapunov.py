@@ -7,9 +7,11 @@ The closed form λ_1 = ½ [(d-3) κ'(1) - (d-1) κ(1)] (Agazzi et al., arXiv 260
   exact Gaussian increments of the field and of its tangential derivative, with Richardson
   extrapolation in the step — no field, no random features, no O(dt) bias left at the
   reported precision;
-* :func:`lyapunov_estimate`: pairs of nearby tokens moved by a noise source (a NoisePath for
-  d <= 3, random-feature noise for d >= 4); it keeps an O(dt) bias when the source is not
-  refinable.
+* :func:`lyapunov_estimate`: pairs of nearby tokens moved by a noise source (from a kernel: a
+  NoisePath for d <= 3, random-feature noise for d >= 4); it keeps an O(dt) bias when the
+  source is not refinable. A NoisePath exists in every d, so passing the factory
+  ``lambda ss: NoisePath(kernel, d, lmax, seed=ss, t_max=t_total)`` gives the refinable path
+  and Richardson extrapolation in any d (the closed form is then that of the truncated kernel).
 
 Also importable from :mod:`meanfield.sync` (its former home).
 """
@@ -150,7 +152,8 @@ def lyapunov_estimate(
     noise : ActivationKernel, SpectralKernel or callable
         A kernel: d in {2, 3} uses a :class:`~meanfield.noise.NoisePath` of degree ``lmax``
         (refinable), d >= 4 a :class:`~meanfield.noise.RandomFeatureNoise` of ``width``
-        (not refinable: a fresh MLP per step, exact covariance κ). A callable
+        (not refinable: a fresh MLP per step, exact covariance κ); for the refinable path in
+        d >= 4 pass a NoisePath factory (its basis grows like l_σ^{d-1}). A callable
         ``make_noise(seed: SeedSequence) -> noise source`` is used as is (the source needs
         ``d``, ``t_max >= t_total``, ``field`` and ``kernel``).
     d : int, >= 2

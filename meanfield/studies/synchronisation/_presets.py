@@ -6,12 +6,14 @@ from meanfield._validate import as_beta, as_float, as_int
 
 from .._presets import preset_config
 
-#: Activation kernels of the Lyapunov table: name -> (activation, σ_w).
+#: Activation kernels of the Lyapunov table and the phase diagram: name -> (activation, σ_w).
 ACTIVATIONS: dict[str, tuple[str, float]] = {
     "relu": ("relu", 1.0),
     "tanh": ("tanh", 1.0),
     "erf(sw=2)": ("erf", 2.0),
     "linear": ("linear", 1.0),
+    "gelu": ("gelu", 1.0),
+    "erf": ("erf", 1.0),
 }
 
 #: Estimators of the Lyapunov table: ``"tangent"`` (:func:`tangent_lyapunov`, the tangent flow of one
@@ -20,7 +22,7 @@ ACTIVATIONS: dict[str, tuple[str, float]] = {
 LYAPUNOV_ESTIMATORS = ("tangent", "pairs")
 
 #: Presets of :func:`run` (``test``, ``quick``, ``full``): per part
-#: (``lyapunov``, ``energy``, ``spde``) the parameters of its study; see :func:`config`.
+#: (``lyapunov``, ``energy``, ``spde``, ``phase``) the parameters of its study; see :func:`config`.
 PRESETS: dict[str, dict] = {
     "test": {
         "lyapunov": {"activations": ["relu", "erf(sw=2)"], "dims": [3, 8], "estimator": "tangent",
@@ -30,6 +32,8 @@ PRESETS: dict[str, dict] = {
         "spde": {"d": 3, "betas": [1.0], "noise_only": False, "n_lat": 12, "split": False, "check": False,
                  "noise_lmax": 4, "dt": 2.0**-4, "T": 2.0, "save_every": 0.25, "N": 256, "kappa0": 2.0,
                  "activation": "relu", "replicas": 3, "t_fit": 0.5},
+        "phase": {"activations": ["erf(sw=2)", "relu"], "n_tokens": 256, "max_tokens": 2048, "n_steps": 16,
+                  "levels": 3, "n_replicas": 6, "se_ratio": 3.0, "d_none": 8},
     },
     "quick": {
         "lyapunov": {"activations": ["relu", "tanh", "erf(sw=2)", "linear"],
@@ -41,6 +45,8 @@ PRESETS: dict[str, dict] = {
         "spde": {"d": 3, "betas": [0.0, 1.0, 4.0], "noise_only": True, "n_lat": 64, "split": False, "check": True,
                  "noise_lmax": 8, "dt": 2.0**-5, "T": 8.0, "save_every": 0.25, "N": 2048, "kappa0": 2.0,
                  "activation": "relu", "replicas": 8, "t_fit": 2.0},
+        "phase": {"activations": list(ACTIVATIONS), "n_tokens": 4096, "max_tokens": 2**17, "n_steps": 32,
+                  "levels": 3, "n_replicas": 16, "se_ratio": 3.0, "d_none": 32},
     },
     "full": {
         "lyapunov": {"activations": ["relu", "tanh", "erf(sw=2)", "linear"],
@@ -52,6 +58,8 @@ PRESETS: dict[str, dict] = {
         "spde": {"d": 3, "betas": [0.0, 1.0, 2.0, 4.0], "noise_only": True, "n_lat": 96, "split": True,
                  "check": True, "noise_lmax": 8, "dt": 2.0**-6, "T": 12.0, "save_every": 0.25, "N": 4096,
                  "kappa0": 2.0, "activation": "relu", "replicas": 24, "t_fit": 2.0},
+        "phase": {"activations": list(ACTIVATIONS), "n_tokens": 16384, "max_tokens": 2**19, "n_steps": 32,
+                  "levels": 3, "n_replicas": 16, "se_ratio": 4.0, "d_none": 32},
     },
 }
 
@@ -63,7 +71,7 @@ CLUSTER_TOL = 0.1
 
 
 def config(preset: str = "quick", **overrides) -> dict:
-    """A copy of ``PRESETS[preset]`` with ``lyapunov={...}`` / ``energy={...}`` overrides.
+    """A copy of ``PRESETS[preset]`` with ``lyapunov={...}`` / ``energy={...}`` / ``spde={...}`` / ``phase={...}`` overrides.
 
     Examples
     --------
@@ -74,6 +82,7 @@ def config(preset: str = "quick", **overrides) -> dict:
     _check_lyapunov(cfg["lyapunov"])
     _check_energy(cfg["energy"])
     _check_spde(cfg["spde"])
+    _check_phase(cfg["phase"])
     return cfg
 
 
@@ -141,3 +150,18 @@ def _check_spde(c: dict) -> None:
     t_fit = as_float(c["t_fit"], "t_fit", min_value=0.0)
     if t_fit >= T - 2 * save:
         raise ValueError(f"t_fit = {t_fit} leaves fewer than 3 saved times before T = {T}")
+
+
+def _check_phase(c: dict) -> None:
+    """Settings of the phase-diagram part (:func:`phase_task`)."""
+    acts = list(c["activations"])
+    bad = [a for a in acts if a not in ACTIVATIONS]
+    if not acts or bad:
+        raise ValueError(f"phase activations must be a non-empty list of {sorted(ACTIVATIONS)}, got {acts}")
+    n = as_int(c["n_tokens"], "phase n_tokens", min_value=1)
+    as_int(c["max_tokens"], "phase max_tokens", min_value=n)
+    as_int(c["n_steps"], "phase n_steps", min_value=1)
+    as_int(c.get("levels", 3), "phase levels", min_value=1, max_value=4)
+    as_int(c["n_replicas"], "phase n_replicas", min_value=2)
+    as_float(c["se_ratio"], "phase se_ratio", min_value=0.0, strict_min=True)
+    as_int(c["d_none"], "phase d_none", min_value=2)

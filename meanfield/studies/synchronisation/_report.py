@@ -74,7 +74,9 @@ def write_outputs(res: SyncStudyResult, out_dir, *, extra: Mapping | None = None
 
     Files: ``lyapunov.{csv,md,tex,png,pdf}``, ``energy_rates.{csv,md,tex}``, ``energy.{png,pdf}``,
     ``spde_energy.{csv,md,tex,png,pdf}`` (the SPDE-vs-particles rate table :func:`spde_rates` and its
-    figure), ``spde_energy_curves.csv`` (the curves per replica, :func:`spde_table`), ``summary.md`` (:func:`summary_markdown` with the
+    figure), ``spde_energy_curves.csv`` (the curves per replica, :func:`spde_table`),
+    ``phase.{csv,md,tex,png,pdf}`` (:func:`phase_table`: critical dimension and λ_1 on both sides per
+    activation; figure λ_1 vs d), ``summary.md`` (:func:`summary_markdown` with the
     ``extra`` sections) and ``config.json`` (the resolved settings, with the entries of ``settings``).
 
     Returns
@@ -105,13 +107,21 @@ def write_outputs(res: SyncStudyResult, out_dir, *, extra: Mapping | None = None
         figs = [out / "spde_energy.png", out / "spde_energy.pdf"]
         _fig_spde(res, figs)
         files["spde_fig"] = figs
+    if res.phase is not None:
+        from ._phase import fig_phase
+
+        files["phase"] = list(export_table(res.phase, out / "phase").values())
+        figs = [out / "phase.png", out / "phase.pdf"]
+        fig_phase(res.phase, res.lyapunov, figs)
+        files["phase_fig"] = figs
     files.update(write_summary_and_config(out, summary_markdown(res, extra=extra), resolved_config(res), settings))
     return files
 
 
 def resolved_config(res: SyncStudyResult) -> dict:
     """The settings that produced ``res``: study name, preset, root seed, parts run and their settings."""
-    runs = {"lyapunov": res.lyapunov_result, "energy": res.energy_result, "spde": res.spde_result}
+    runs = {"lyapunov": res.lyapunov_result, "energy": res.energy_result, "spde": res.spde_result,
+            "phase": res.phase_result}
     seed = next((r.study.root_seed for r in runs.values() if r is not None), None)
     return {"study": "sync", "preset": res.preset, "root_seed": seed,
             "parts": [p for p, r in runs.items() if r is not None], "config": res.config}
@@ -132,6 +142,11 @@ def console_summary(res: SyncStudyResult) -> str:
                                   "ci_low_particles", "ci_high_particles", "diff", "diff_ci_low", "diff_ci_high",
                                   "t_end", "dE_2M_window", "verdict_spde", "verdict_particles", "verdict_agree"]]
                   .to_string(index=False)]
+    if res.phase is not None:
+        lines += ["", "## phase diagram: critical dimension and λ_1 on both sides", "",
+                  res.phase[["activation", "kappa_ratio", "d_c", "d_below", "closed_below", "sim_below", "se_below",
+                             "sign_below", "d_above", "closed_above", "sim_above", "se_above", "sign_above",
+                             "verdict"]].to_string(index=False)]
     lines += ["", "run time: " + ", ".join(f"{k} {v:.1f} s" for k, v in res.seconds.items())]
     return "\n".join(lines)
 
@@ -256,6 +271,8 @@ def summary_markdown(res: SyncStudyResult, *, extra: Mapping | None = None) -> s
             "rate over the fit window, and its percentile-bootstrap CI can be asymmetric about the point estimate "
             "(resamples that drop the slowest replica decay faster).",
         ]
+    if res.phase is not None:
+        lines += _phase_section(res)
     for heading, text in (extra or {}).items():
         lines += ["", f"## {heading}", "", str(text).rstrip()]
     return "\n".join(lines) + "\n"
@@ -348,3 +365,45 @@ def _fig_spde(res: SyncStudyResult, paths: list) -> None:
     fig.tight_layout()
     for p in paths:
         fig.savefig(p, dpi=110)
+
+
+def _phase_section(res: SyncStudyResult) -> list:
+    """Section 4 of the summary: the synchronisation phase diagram."""
+    from meanfield.rates import to_markdown
+
+    c = res.config["phase"]
+    ph = res.phase
+    lines = [
+        "",
+        "## 4. Phase diagram: the critical dimension of each activation",
+        "",
+        "λ_1(d) = ½ [(d-3) κ'(1) - (d-1) κ(1)] is affine in d and changes sign at d_c = (3r - 1)/(r - 1), "
+        "r = κ'(1)/κ(1) (`kappa_ratio`), i.e. where κ'(1)/κ(1) = (d-1)/(d-3); for r <= 1 it is negative in every "
+        "dimension (no d_c). Simulation: `tangent_lyapunov` (as in section 1: exact Gaussian increments, "
+        f"{c['n_replicas']} replicas × {c['n_steps']} steps at {c.get('levels', 3)} step sizes, Richardson) at "
+        "the integer dimensions just below (`d_below`) and above (`d_above`) d_c; without a d_c at "
+        f"d = {c['d_none']} (in the `below` columns). Near d_c |λ_1| is small, so each cell is sized: a pilot "
+        f"with {c['n_tokens']} tokens measures the SE, and a fresh run (independent seed) with "
+        f"{c['n_tokens']} · (se_ratio · SE / |λ_1|)² tokens (se_ratio = {c['se_ratio']:g}, at most {c['max_tokens']}; `n_tokens_max`, `capped`) targets "
+        "SE ≤ |λ_1| / se_ratio. Sign: negative if mean + 2 SE < 0, positive if mean - 2 SE > 0, else "
+        "unresolved. Verdict: consistent if λ_1 is resolved negative below and positive above d_c (negative "
+        "at d_none without a d_c), inconsistent if a side is resolved with the wrong sign or a cell is more "
+        "than 3 SE from the closed form, inconclusive otherwise. Figure `phase.png`: λ_1 vs d per activation "
+        "(closed form, the cells of section 1 and the two phase cells, ±2 SE, d_c dashed; inset: zoom on d_c).",
+        "",
+        to_markdown(ph),
+        "",
+    ]
+    for row in ph.itertuples(index=False):
+        if np.isfinite(row.d_c):
+            lines.append(
+                f"- {row.activation}: d_c = {row.d_c:.3f}; λ_1(d = {int(row.d_below)}) = {row.sim_below:.4f} ± "
+                f"{row.se_below:.4f} (closed {row.closed_below:.4f}, {row.sign_below}), λ_1(d = {int(row.d_above)}) = "
+                f"{row.sim_above:.4f} ± {row.se_above:.4f} (closed {row.closed_above:.4f}, {row.sign_above}): "
+                f"{row.verdict}" + (" (token cap reached)" if row.capped else "") + ".")
+        else:
+            lines.append(
+                f"- {row.activation}: r = {row.kappa_ratio:.4f} <= 1, no critical dimension; λ_1(d = {int(row.d_below)}) "
+                f"= {row.sim_below:.4f} ± {row.se_below:.4f} (closed {row.closed_below:.4f}, {row.sign_below}): "
+                f"{row.verdict}.")
+    return lines

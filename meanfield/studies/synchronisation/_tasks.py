@@ -12,7 +12,7 @@ from meanfield._validate import as_beta, as_int
 from ._presets import ACTIVATIONS, CLUSTER_TOL, _check_energy, _check_lyapunov, _check_spde
 
 #: The parts of the study, in the order they run.
-PARTS = ("lyapunov", "energy", "spde")
+PARTS = ("lyapunov", "energy", "spde", "phase")
 
 
 
@@ -260,12 +260,19 @@ def make_energy_study(config: dict, root_seed: int = 0):
 
 
 def build(cfg: dict, root_seed: int = 0, parts=None) -> dict:
-    """The runner studies of a resolved configuration: ``{"lyapunov", "energy", "spde"}`` -> Study.
+    """The runner studies of a resolved configuration: ``{"lyapunov", "energy", "spde", "phase"}`` -> Study.
 
-    ``parts`` selects some of them (default all three, in that order).
+    ``parts`` selects some of them (default all four, in that order; a configuration without a
+    ``phase`` entry runs the other three).
     """
-    parts = PARTS if parts is None else tuple(parts)
+    from ._phase import make_phase_study
+
+    parts = tuple(p for p in PARTS if p in cfg) if parts is None else tuple(parts)
     if not parts or set(parts) - set(PARTS):
-        raise ValueError(f"parts must be a non-empty subset of ('lyapunov', 'energy', 'spde'), got {parts}")
-    makers = {"lyapunov": make_lyapunov_study, "energy": make_energy_study, "spde": make_spde_study}
+        raise ValueError(f"parts must be a non-empty subset of {PARTS}, got {parts}")
+    missing = [p for p in parts if p not in cfg]
+    if missing:
+        raise ValueError(f"the configuration has no settings for the parts {missing}")
+    makers = {"lyapunov": make_lyapunov_study, "energy": make_energy_study, "spde": make_spde_study,
+              "phase": make_phase_study}
     return {p: makers[p](cfg[p], root_seed) for p in PARTS if p in parts}

@@ -1,0 +1,106 @@
+"""The deterministic mode of the study runner: every task runs the package's transforms on one
+thread (ducc0's multithreaded transforms add in a timing-dependent order), so that study tables
+are bit-identical across runs and executors, and so is an S^2 SPDE solve repeated in one process."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import runner_tasks
+from meanfield._threads import default_threads, deterministic, is_deterministic
+from meanfield.cli import main
+from meanfield.kernels import ActivationKernel
+from meanfield.noise import NoisePath
+from meanfield.runner import Study, run_study
+from meanfield.spde import VonMisesFisher, solve_spde
+
+
+def test_deterministic_block_sets_one_thread_only_inside_and_only_in_its_thread(monkeypatch):
+    monkeypatch.delenv("MEANFIELD_NUM_THREADS", raising=False)
+    outside = default_threads()
+    seen = []
+    with deterministic():
+        assert default_threads() == 1 and is_deterministic()
+        with deterministic(False):  # a disabled block does not switch an enclosing one off
+            assert default_threads() == 1
+        worker = threading.Thread(target=lambda: seen.append(default_threads()))
+        worker.start()
+        worker.join()
+    assert default_threads() == outside and seen == [outside]
+    with deterministic(False):
+        assert default_threads() == outside
+    monkeypatch.setenv("MEANFIELD_NUM_THREADS", "two")
+    with deterministic(), pytest.raises(ValueError, match="MEANFIELD_NUM_THREADS must be a positive integer"):
+        default_threads()
+
+
+def _solve(scheme: str) -> bytes:
+    noise = NoisePath(ActivationKernel("relu"), d=3, lmax=6, seed=1, t_max=0.25)
+    extra = {"n_lat": 24} if scheme == "characteristics" else {}
+    sol = solve_spde(VonMisesFisher([0, 0, 1], 4.0), noise, beta=1.0, lmax=64, dt=2**-6, t_eval=[0.125, 0.25],
+                     scheme=scheme, **extra)
+    return np.asarray([sol.real_coefficients(i) for i in range(len(sol))]).tobytes()
+
+
+@pytest.mark.parametrize("scheme", ["pushforward", "characteristics"])
+def test_solve_spde_on_s2_twice_in_one_process_is_bit_identical(scheme, monkeypatch):
+    monkeypatch.delenv("MEANFIELD_NUM_THREADS", raising=False)
+    with deterministic():
+        runs = {_solve(scheme) for _ in range(3)}
+    assert len(runs) == 1
+
+
+@pytest.mark.parametrize("executor", ["serial", "pool", "dask"])
+def test_every_executor_runs_tasks_on_one_thread(executor, monkeypatch):
+    if executor == "dask":
+        pytest.importorskip("distributed")
+    monkeypatch.delenv("MEANFIELD_NUM_THREADS", raising=False)
+    study = Study("threads", runner_tasks.threads, grid={"i": [0, 1]})
+    frame = run_study(study, executor=executor, workers=2, progress=False).frame
+    assert frame["threads"].tolist() == [1, 1] and frame["deterministic"].all()
+    if executor == "serial":
+        free = run_study(study, executor="serial", progress=False, deterministic=False).frame
+        assert free["threads"].tolist() == [default_threads()] * 2
+        with pytest.raises(TypeError, match="deterministic must be True or False"):
+            run_study(study, executor="serial", progress=False, deterministic="yes")
+
+
+def _numbers(frame: pd.DataFrame) -> bytes:
+    """A table's bytes, without the wall-time columns (which no run repeats)."""
+    return frame.drop(columns=[c for c in frame.columns if c.endswith("_seconds")]).to_csv(index=False).encode()
+
+
+def _records(result) -> bytes:
+    arrays = b"".join(name.encode() + np.ascontiguousarray(a).tobytes() for name, a in sorted(result.arrays.items()))
+    return _numbers(result.frame) + arrays
+
+
+def test_chaos_records_are_bit_identical_across_runs_and_executors(monkeypatch):
+    """Every number of the S^2 chaos study (tiny preset: the SPDE, particles, coupling, W_2 and
+    observable errors of two replicas): two serial runs, the pool and Dask agree bit for bit."""
+    pytest.importorskip("distributed")
+    from meanfield.studies import chaos
+
+    monkeypatch.delenv("MEANFIELD_NUM_THREADS", raising=False)
+    study = chaos.build(chaos.config("tiny", "2", long=False), 0)["chaos"]
+    first = _records(run_study(study, executor="serial", progress=False))
+    for executor in ("serial", "pool", "dask"):
+        assert _records(run_study(study, executor=executor, workers=2, progress=False)) == first, executor
+
+
+def test_chaos_tables_are_bit_identical_between_executors(tmp_path, monkeypatch, capsys):
+    """What ``meanfield chaos`` writes: the serial run and the pool write the same S^2 rate
+    table and SPDE check byte for byte, and the same diagnostics up to wall times."""
+    monkeypatch.delenv("MEANFIELD_NUM_THREADS", raising=False)
+    for executor in ("serial", "pool"):
+        argv = ["chaos", "--preset", "tiny", "--sphere", "2", "--no-long", "--out", str(tmp_path / executor),
+                "--executor", executor, "--workers", "2", "--no-progress"]
+        assert main(argv) == 0, capsys.readouterr().err
+    a, b = tmp_path / "serial", tmp_path / "pool"
+    for table in ("table_s2.csv", "spde_check.csv"):
+        assert (a / table).read_bytes() == (b / table).read_bytes(), table
+    assert _numbers(pd.read_csv(a / "diagnostics.csv")) == _numbers(pd.read_csv(b / "diagnostics.csv"))
