@@ -120,7 +120,24 @@ def _all_edges(n: int) -> np.ndarray:
 
 
 def _mst(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """MST edges (N - 1, 2) and their geodesic lengths (N - 1,), for unit vectors x (N, d)."""
+    """MST edges (N - 1, 2) and their geodesic lengths (N - 1,), for unit vectors x (N, d).
+
+    Exactly coincident tokens (a collapsed cluster) are joined to their first copy by
+    zero-length edges and the tree is built on the distinct tokens only.
+    """
+    uniq, first, inv = np.unique(x, axis=0, return_index=True, return_inverse=True)
+    inv = inv.ravel()
+    if uniq.shape[0] < x.shape[0]:
+        dup = np.flatnonzero(first[inv] != np.arange(x.shape[0]))
+        edges = np.stack([first[inv[dup]], dup], axis=1)
+        if uniq.shape[0] == 1:
+            return edges, np.zeros(dup.size)
+        e, h = _mst_distinct(uniq)
+        return np.concatenate([first[e], edges]), np.concatenate([h, np.zeros(dup.size)])
+    return _mst_distinct(x)
+
+
+def _mst_distinct(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     n, d = x.shape
     edges = _hull_edges(x) if d <= HULL_MAX_D and n > d else None
     for attempt in range(2):

@@ -11,11 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
-from scipy.spatial import cKDTree
 
 from ._validate import as_float, as_points, as_times
+from .clusters import cluster_labels as _single_linkage
 
 __all__ = [
     "cluster_labels",
@@ -36,12 +34,11 @@ def _weights(w, n: int) -> np.ndarray:
 
 
 def cluster_labels(x, tol: float) -> tuple[np.ndarray, int]:
-    """Single-linkage clusters of tokens at geodesic distance ``tol``.
+    """Single-linkage clusters of tokens at geodesic distance ``tol``: :func:`meanfield.clusters.cluster_labels`.
 
     Two tokens are in the same cluster when a chain of tokens joins them with every
-    link of geodesic length <= ``tol`` (connected components of the tol-neighbourhood
-    graph). To keep collapsed clusters cheap, points are first merged on a grid of cell
-    size δ = tol/16 (chordal), so links are decided up to a relative error of δ√d/tol.
+    link of geodesic length <= ``tol``. Computed exactly from the minimum spanning tree of
+    the cloud (see :mod:`meanfield.clusters`); this entry point accepts unit vectors to 1e-6.
 
     Parameters
     ----------
@@ -65,22 +62,7 @@ def cluster_labels(x, tol: float) -> tuple[np.ndarray, int]:
     """
     x = as_points(x, "x", unit_tol=1e-6)
     tol = as_float(tol, "tol", min_value=0.0, strict_min=True, max_value=np.pi)
-    chord = 2.0 * np.sin(tol / 2.0)
-    cell = chord / 16.0
-    keys = np.floor(x / cell).astype(np.int64)
-    _, rep, inv = np.unique(keys, axis=0, return_index=True, return_inverse=True)
-    inv = inv.ravel()
-    pts = x[rep]
-    pairs = cKDTree(pts).query_pairs(chord, output_type="ndarray")
-    m = pts.shape[0]
-    graph = coo_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=(m, m)) if len(pairs) else coo_matrix((m, m))
-    n_comp, comp = connected_components(graph, directed=False)
-    labels = comp[inv]
-    sizes = np.bincount(labels, minlength=n_comp)
-    order = np.argsort(-sizes, kind="stable")
-    rank = np.empty(n_comp, dtype=np.int64)
-    rank[order] = np.arange(n_comp)
-    return rank[labels], int(n_comp)
+    return _single_linkage(x / np.linalg.norm(x, axis=1, keepdims=True), tol)
 
 
 @dataclass(frozen=True)

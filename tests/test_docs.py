@@ -68,8 +68,8 @@ def test_guide_names_the_study_commands_with_test_presets():
     sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
     with_test = sorted(name for name, p in sub.choices.items()
                        if any("--test" in a.option_strings for a in p._actions))
-    assert with_test == ["chaos", "depth", "sync"]
+    assert with_test == ["chaos", "depth", "meta", "sync"]
     text = (DOCS / "guide" / "studies.rst").read_text(encoding="utf-8")
-    assert "``--test`` (all three" in text
+    assert "``--test`` (all four" in text
     rows = re.findall(r"\* - ``meanfield (\w+)``\n(?:.*\n)*?     - (``--quick``.*)", text)
     assert sorted(name for name, presets in rows if "``--test``" in presets) == with_test

@@ -29,7 +29,7 @@ from ._common import (
 )
 
 #: Subcommand modules, in the order ``meanfield --help`` lists them.
-SUBCOMMANDS: tuple[str, ...] = ("demo", "spde", "chaos", "depth", "sync")
+SUBCOMMANDS: tuple[str, ...] = ("demo", "spde", "chaos", "depth", "sync", "meta")
 
 #: One-line summary of each subcommand (its ``help`` in ``meanfield --help``).
 SUMMARIES: dict[str, str] = {
@@ -38,6 +38,7 @@ SUMMARIES: dict[str, str] = {
     "chaos": "propagation of chaos: particles vs SPDE rate tables and figures on S^1 / S^2",
     "depth": "strong error in depth L, error in law in width m, (L, m) iterated limits",
     "sync": "Lyapunov exponents (activation x d) and decay of the gap energy vs beta",
+    "meta": "metastable cluster plateaus, escape by common noise, time to one cluster over (beta, sigma)",
 }
 
 

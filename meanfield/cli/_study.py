@@ -67,6 +67,7 @@ def run_study_command(args, study, cfg: dict, *, parts=None, substores: bool = T
     studies = study.build(cfg, args.seed, parts)
     execution = execution_kwargs(args)
     store = execution.pop("store")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     start = time.perf_counter()
     try:
         # looked up when called, so that a test can stand in for the computation
@@ -84,7 +85,7 @@ def run_study_command(args, study, cfg: dict, *, parts=None, substores: bool = T
     n_tasks = sum(len(r.frame) for r in results.values())
     n_comp = sum(r.n_computed for r in results.values())
     extra = {"Run": f"{n_tasks} tasks, {n_comp} computed, {n_tasks - n_comp} resumed from the store; wall time "
-                    f"{wall:.1f} s; executor {args.executor or ('dask' if args.scheduler else 'pool')}"
+                    f"{wall:.1f} s (load average {load:.1f} at the start); executor {args.executor or ('dask' if args.scheduler else 'pool')}"
                     + (f", {args.workers} workers" if args.workers else "") + f". Machine: {_machine()}."}
     settings = {"command": ["meanfield", *sys.argv[1:]] if sys.argv and "meanfield" in sys.argv[0] else None,
                 "seed": args.seed, "store": None if store is None else str(store)}

@@ -4,6 +4,7 @@
   common noise path) on S^1 and S^2.
 - :mod:`meanfield.studies.depth`: depth and width convergence of the discrete transformer.
 - :mod:`meanfield.studies.synchronisation`: Lyapunov exponents and energy decay.
+- :mod:`meanfield.studies.meta`: metastable cluster plateaus and their escape under common noise.
 - :mod:`meanfield.studies.circle`: synchronisation thresholds of the attention dynamics on the
   circle (a reproduction of arXiv 2507.22857); its parts are named ``circle_*``.
 
@@ -22,4 +23,4 @@ The former names (``run_chaos``, ``run_depth_study``, ``DEPTH_PRESETS``, ``sync_
 
 from __future__ import annotations
 
-__all__ = ["chaos", "depth", "synchronisation", "circle"]
+__all__ = ["chaos", "depth", "synchronisation", "meta", "circle"]
