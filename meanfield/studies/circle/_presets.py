@@ -23,7 +23,7 @@ _STAB_BETAS = [-4.0, -3.0, -2.0, -1.5, -1.0, -0.8, -0.6, -0.4, -0.16, 0.3, 0.7, 
 PRESETS: dict[str, dict] = {
     "test": {
         "circle_sync": {"betas": [-4.0, -1.0, 1.0], "Ns": [16], "replicas": 4, "dt": 2.0**-4, "t_max": 200.0,
-                 "segment": 5.0, "save_every": 0.5, "v_tol": 1e-8, "eig_margin": 1e-6, "cluster_tol": 0.05,
+                 "segment": 5.0, "save_every": 0.5, "v_tol": 1e-8, "attention": "direct", "eig_margin": 1e-6, "cluster_tol": 0.05,
                  "dt_check_betas": [-4.0], "dt_check_N": 16},
         "circle_stability": {"ks": [2, 3, 4], "betas": [-3.0, -0.5, 1.0], "ns": [2], "dt": 2.0**-6, "t_total": 4.0,
                       "random_t_total": 16.0, "chunk": 1.0, "amplitude": 1e-7},
@@ -32,7 +32,7 @@ PRESETS: dict[str, dict] = {
     },
     "quick": {
         "circle_sync": {"betas": _SYNC_QUICK_BETAS, "Ns": [16, 64], "replicas": 16, "dt": 2.0**-4, "t_max": 400.0,
-                 "segment": 5.0, "save_every": 0.5, "v_tol": 1e-8, "eig_margin": 1e-6, "cluster_tol": 0.05,
+                 "segment": 5.0, "save_every": 0.5, "v_tol": 1e-8, "attention": "direct", "eig_margin": 1e-6, "cluster_tol": 0.05,
                  "dt_check_betas": [-3.0, -2.0], "dt_check_N": 16},
         "circle_stability": {"ks": [2, 3, 4], "betas": _STAB_BETAS, "ns": [2], "dt": 2.0**-6, "t_total": 8.0,
                       "random_t_total": 32.0, "chunk": 1.0, "amplitude": 1e-7},
@@ -42,7 +42,7 @@ PRESETS: dict[str, dict] = {
     },
     "full": {
         "circle_sync": {"betas": _SYNC_FULL_BETAS, "Ns": [16, 32, 64, 128, 256], "replicas": 40, "dt": 2.0**-4,
-                 "t_max": 1000.0, "segment": 5.0, "save_every": 0.5, "v_tol": 1e-8, "eig_margin": 1e-6,
+                 "t_max": 1000.0, "segment": 5.0, "save_every": 0.5, "v_tol": 1e-8, "attention": "direct", "eig_margin": 1e-6,
                  "cluster_tol": 0.05, "dt_check_betas": [-3.0, -2.5, -2.0, -1.5], "dt_check_N": 64},
         "circle_stability": {"ks": [2, 3, 4], "betas": _STAB_BETAS, "ns": [2, 6], "dt": 2.0**-6, "t_total": 8.0,
                       "random_t_total": 32.0, "chunk": 1.0, "amplitude": 1e-7},
@@ -94,6 +94,8 @@ def check_sync(c: dict) -> None:
     _multiple(save, dt / 2, "save_every / (dt / 2)")
     _multiple(t_max, seg, "t_max / segment")
     as_float(c["v_tol"], "v_tol", min_value=0.0, strict_min=True)
+    if c["attention"] not in ("direct", "auto", "spectral"):
+        raise ValueError(f"attention must be 'direct', 'auto' or 'spectral', got {c['attention']!r}")
     as_float(c["eig_margin"], "eig_margin", min_value=0.0)
     as_float(c["cluster_tol"], "cluster_tol", min_value=0.0, strict_min=True, max_value=3.14)
     for b in c["dt_check_betas"]:

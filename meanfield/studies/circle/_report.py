@@ -156,7 +156,8 @@ def summary_markdown(res: CircleReport, *, extra: Mapping | None = None) -> str:
         n_v = {v: int((sy["verdict"] == v).sum()) for v in (CONSISTENT, INCONSISTENT, INCONCLUSIVE)}
         lines += ["## 3. Fraction of random initial states that synchronise", "",
                   f"N iid uniform angles, {c['replicas']} starts per (β, N), the same starts for every β at one N; "
-                  f"deterministic particle runs (projected Euler, dt = {c['dt']:g}, default attention evaluator) "
+                  f"deterministic particle runs (projected Euler, dt = {c['dt']:g}, attention evaluator "
+                  f"`{c['attention']}`) "
                   f"followed up to t = {c['t_max']:g}. Outcome of a run: **synchronised** at the first saved time "
                   f"(every {c['save_every']:g}) at which all tokens lie in an open half circle — a certificate: "
                   "h(u) has the sign of sin u, so the extreme tokens then move inwards and the tokens converge to "
