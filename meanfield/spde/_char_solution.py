@@ -249,11 +249,11 @@ class CharacteristicsSolution:
         points per angle on each cell. With the cell masses the cloud is the quantisation
         of ρ_{t_i} that sends the image of each initial cell to the image of its node, so
 
-            W_2(ρ_{t_i}, Σ_q c_q δ_{x_q(t_i)})² <= Σ_q c_q L_q²,      L_q = Σ_j |DΦ e_j| ext_j,
+            W_2(ρ_{t_i}, Σ_q c_q δ_{x_q(t_i)})² <= Σ_q c_q L_q²,      L_q = Σ_j ‖DΦ e_j‖ ext_j,
 
         to first order in the cell size (the image of a cell is the parallelepiped spanned by
         DΦ e_j ext_j, and the node lies in it): ``bound``. ``rms_cell`` is the first-order RMS
-        distance of a point of an image cell to its centre, sqrt(Σ_q c_q Σ_j |DΦ e_j|² ext_j² / 12),
+        distance of a point of an image cell to its centre, sqrt(Σ_q c_q Σ_j ‖DΦ e_j‖² ext_j² / 12),
         an estimate of the same distance.
 
         Parameters

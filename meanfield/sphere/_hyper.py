@@ -240,8 +240,8 @@ def hypersphere_quadrature(d: int, n: int, n_lon: int | None = None, *,
 def oriented_frame(x: np.ndarray) -> np.ndarray:
     """Orthonormal tangent frame E (N, d, d-1) at points x (N, d) with det[E_1, ..., E_{d-1}, x] = +1.
 
-    The columns of :func:`~meanfield.sphere.householder_frame`, from the Householder reflection H = I - 2 v v^T / |v|², v = x + s e_d (s = ±1, the
-    sign of x_d, so |v| >= 1): H e_d = -s x, so H e_1, ..., H e_{d-1} span the tangent space,
+    The columns of :func:`~meanfield.sphere.householder_frame`, from the Householder reflection H = I - 2 v v^T / ‖v‖², v = x + s e_d (s = ±1, the
+    sign of x_d, so ‖v‖ >= 1): H e_d = -s x, so H e_1, ..., H e_{d-1} span the tangent space,
     and det[H e_1, ..., H e_{d-1}, x] = s; the first column is flipped where s = -1. Any d >= 2.
 
     Examples

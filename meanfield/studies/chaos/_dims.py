@@ -211,7 +211,7 @@ def chaos_dims_replica(params: dict, seed: np.random.SeedSequence) -> dict:
         reference rules). Scalars: ``spde_coupling`` (X̄ paths of the largest N, M vs M/2
         nodes), ``spde_observable`` (moments: reference rule vs the M/2 solution's cloud),
         ``ref_rms`` (first-order RMS cost of the reference's cell-to-node plan), ``ref_nodes``,
-        ``M``, ``M_check``, ``variance`` (1 - |E x|² of ρ_T), ``area_defect``, and the wall
+        ``M``, ``M_check``, ``variance`` (1 - ‖E x‖² of ρ_T), ``area_defect``, and the wall
         times ``spde_seconds``, ``reference_seconds``, ``particle_seconds``, ``coupling_seconds``,
         ``w2_seconds``.
     """

@@ -18,7 +18,7 @@ with Q = K = V = I, MLP noise of strength σ, :class:`~meanfield.noise.NoiseSour
 2. **Escape with noise** (part ``noise``): the same initial clouds with a common noise of
    strength σ. Escape times from the k-cluster states (plateau durations) and the time to one
    cluster per (β, σ), with Kaplan–Meier medians and intervals (right-censored at the
-   horizon), beside the noise timescale τ(σ) = log(D_0/θ) / |σ² λ_1| of the top Lyapunov
+   horizon), beside the noise timescale τ(σ) = log(D_0/θ) / abs(σ² λ_1) of the top Lyapunov
    exponent λ_1 of the noise flow and the σ = 0 plateau medians.
 3. **Number of tokens** (part ``sizes``): the time to one cluster over N at one β.
 

@@ -217,7 +217,7 @@ def escape_table(plat: pd.DataFrame, horizons: dict) -> pd.DataFrame:
 def sync_table(frame: pd.DataFrame, theta: float) -> pd.DataFrame:
     """Time to one cluster per (d, N, β, σ): KM median and 95 % interval (censored at the horizon),
     the fraction of runs synchronised by the horizon, and the noise timescale
-    τ(σ) = log(D_0 / θ) / |λ_1(σ)| (D_0 the mean initial geodesic distance, λ_1(σ) = σ² λ_1 the
+    τ(σ) = log(D_0 / θ) / abs(λ_1(σ)) (D_0 the mean initial geodesic distance, λ_1(σ) = σ² λ_1 the
     closed-form Lyapunov exponent of the truncated kernel; inf without noise)."""
     rows = []
     for (d, n, b, s), sub in frame.groupby(["d", "N", "beta", "sigma"]):
