@@ -9,7 +9,7 @@ import numpy as np
 
 from ._char_cells import Cells, cells_resolution
 from ._char_maps import apply_step, invert_step, matmat
-from .._serialise import json_default
+from .._serialise import json_default, load_named
 from .._validate import as_beta, as_float, as_int
 from ..attention import attention_eigenvalues, attention_energy, gap_energy
 from ..sphere import basis, has_basis, monomials
@@ -498,13 +498,7 @@ class CharacteristicsSolution:
     def load(cls, path) -> "CharacteristicsSolution":
         """Read a file written by :meth:`save`; a missing, foreign or damaged file raises one
         error naming it (``OSError`` if it cannot be read, ``ValueError`` otherwise)."""
-        try:
-            return cls._load(path)
-        except OSError:
-            raise
-        except Exception as exc:  # a foreign .npz, a truncated file, a missing key: name the file
-            raise ValueError(f"{str(path)!r} is not a file written by CharacteristicsSolution.save "
-                             f"({type(exc).__name__}: {exc})") from None
+        return load_named(cls._load, path, "CharacteristicsSolution.save")
 
     @classmethod
     def _load(cls, path):

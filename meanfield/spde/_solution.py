@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from .._serialise import json_default
+from .._serialise import json_default, load_named
 from .._validate import as_bool, as_int, as_real_array
 from ..attention import attention_eigenvalues
 from ..sphere import Basis, Grid, basis
@@ -328,13 +328,7 @@ class SPDESolution:
     def load(cls, path) -> "SPDESolution":
         """Read a file written by :meth:`save`; a missing, foreign or damaged file raises one
         error naming it (``OSError`` if it cannot be read, ``ValueError`` otherwise)."""
-        try:
-            return cls._load(path)
-        except OSError:
-            raise
-        except Exception as exc:  # a foreign .npz, a truncated file, a missing key: name the file
-            raise ValueError(f"{str(path)!r} is not a file written by SPDESolution.save "
-                             f"({type(exc).__name__}: {exc})") from None
+        return load_named(cls._load, path, "SPDESolution.save")
 
     @classmethod
     def _load(cls, path):
