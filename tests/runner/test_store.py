@@ -65,7 +65,9 @@ for r in range(rounds):
         outcome = "mismatch"
     except StoreInUseError:
         outcome = "in-use"
-    (base / f"out-{r}-{tag}").write_text(outcome)
+    # write then rename: the parent polls for the file and must never read it half-written
+    (base / f"out-{r}-{tag}.tmp").write_text(outcome)
+    (base / f"out-{r}-{tag}.tmp").replace(base / f"out-{r}-{tag}")
 """
 
 

@@ -12,6 +12,7 @@ from meanfield.runner import run_study
 from meanfield.studies.depth import (
     STRONG_TOLERANCE,
     depth_config,
+    make_law_study,
     make_strong_study,
     make_width_study,
     strong_depth_task,
@@ -91,6 +92,21 @@ def test_bad_inputs():
         depth_config("test", strong={"d": 5})
     with pytest.raises(ValueError, match="err_L"):
         strong_table(pd.DataFrame({"replica": [0, 1], "x": [1.0, 2.0]}))
+
+
+def test_law_study_puts_n_limit_draws_in_the_corner_cells_only():
+    law = depth_config("test", law={"n_limit": 8000})["law"]
+    study = make_law_study(law)
+    draws = {(t.params["L"], t.params["width"]): t.params["n"] for t in study.tasks}
+    Lmax, wLmax = max(law["L_values"]), max(law["width_L"])
+    for (L, m), n in draws.items():
+        corner = (m == 0 and L == Lmax) or (m > 0 and L == wLmax)
+        assert n == (8000 if corner else law["n"] if m == 0 else law["n_width"]), (L, m, n)
+    assert {(L, m) for (L, m), n in draws.items() if n == 8000} == {(Lmax, 0)} | {(wLmax, m) for m in law["widths"]}
+    with pytest.raises(ValueError, match="n_limit = 8010 must be a multiple of n_sub"):
+        depth_config("test", law={"n_limit": 8010})
+    with pytest.raises(ValueError, match="n_limit"):
+        depth_config("test", law={"n_limit": 1})
 
 
 def test_cli_registered():

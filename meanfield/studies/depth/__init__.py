@@ -54,7 +54,7 @@ from . import _presets
 from ._analysis import DepthStudyResult, analyse, strong_table, width_tables
 from ._presets import PRESETS, STRONG_TOLERANCE, WIDTH_TOLERANCE, config
 from ._report import console_summary, resolved_config, summary_markdown, write_outputs
-from ._tasks import build, make_strong_study, make_width_study, strong_depth_task, width_law_task
+from ._tasks import build, make_law_study, make_strong_study, make_width_study, strong_depth_task, width_law_task
 
 #: The analysed study (the common name of the report class of every study).
 Report = DepthStudyResult
@@ -83,6 +83,7 @@ __all__ = [
     "strong_depth_task",
     "width_law_task",
     "make_strong_study",
+    "make_law_study",
     "make_width_study",
     "strong_table",
     "width_tables",

@@ -16,7 +16,7 @@ PRESETS: dict[str, dict] = {
                   "L_ref": 16, "n_draws": 400, "batches": 2, "activation": "relu", "sigma_w": 1.0},
         "law": {"d": 3, "T": 1.0, "beta": 1.0, "c0": 0.0, "activation": "relu", "sigma_w": 1.0,
                 "L_values": [1, 4, 16], "n": 4000, "widths": [1, 4], "width_L": [1, 4], "n_width": 4000,
-                "n_sub": 20, "batches": 2},
+                "n_limit": 4000, "n_sub": 20, "batches": 2},
     },
     "quick": {
         "strong": {"d": 3, "N": 8, "T": 1.0, "beta": 1.0, "lmax": 8, "L_values": [4, 8, 16, 32, 64, 128, 256, 512, 1024],
@@ -26,7 +26,7 @@ PRESETS: dict[str, dict] = {
                   "activation": "relu", "sigma_w": 1.0},
         "law": {"d": 3, "T": 1.0, "beta": 1.0, "c0": 0.0, "activation": "relu", "sigma_w": 1.0,
                 "L_values": [1, 2, 4, 8, 16, 32, 64, 128, 256, 1024], "n": 25000, "widths": [1, 4, 16, 64],
-                "width_L": [1, 4, 16, 64], "n_width": 40000, "n_sub": 25, "batches": 4},
+                "width_L": [1, 4, 16, 64], "n_width": 40000, "n_limit": 150000, "n_sub": 25, "batches": 4},
     },
     "full": {
         "strong": {"d": 3, "N": 16, "T": 1.0, "beta": 1.0, "lmax": 8, "L_values": [4, 8, 16, 32, 64, 128, 256, 512],
@@ -36,8 +36,8 @@ PRESETS: dict[str, dict] = {
                   "activation": "relu", "sigma_w": 1.0},
         "law": {"d": 3, "T": 1.0, "beta": 1.0, "c0": 0.0, "activation": "relu", "sigma_w": 1.0,
                 "L_values": [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024], "n": 100000,
-                "widths": [1, 4, 16, 64, 256], "width_L": [1, 4, 16, 64, 256], "n_width": 100000, "n_sub": 25,
-                "batches": 8},
+                "widths": [1, 4, 16, 64, 256], "width_L": [1, 4, 16, 64, 256], "n_width": 100000,
+                "n_limit": 400000, "n_sub": 25, "batches": 8},
     },
 }
 
@@ -95,7 +95,9 @@ def _check_law(c: dict) -> None:
     as_float(c["c0"], "c0", min_value=-1.0, max_value=1.0)
     k = as_int(c["n_sub"], "n_sub", min_value=2)
     as_int(c["batches"], "batches", min_value=1)
-    for key in ("n", "n_width"):
+    for key in ("n", "n_width", "n_limit"):
+        if key not in c:  # n_limit is optional (default: the larger of n and n_width)
+            continue
         if as_int(c[key], key, min_value=k) % k:
             raise ValueError(f"{key} = {c[key]} must be a multiple of n_sub = {k}")
     Ls = [as_int(v, "L_values[]", min_value=1) for v in c["L_values"]]

@@ -190,14 +190,22 @@ def make_width_study(config: dict, root_seed: int = 0):
 
 def make_law_study(config: dict, root_seed: int = 0):
     """The :class:`~meanfield.runner.Study` of the error in law on two tokens: the Gaussian column
-    (every L of ``L_values``) and the coupled width cells (``width_L`` × ``widths``)."""
+    (every L of ``L_values``) and the coupled width cells (``width_L`` × ``widths``).
+
+    Draws per batch: ``n`` in the Gaussian column, ``n_width`` in the width cells and ``n_limit``
+    (default the larger of the two) in the corner cells that give the iterated limits, the
+    Gaussian cell at ``max(L_values)`` and the width cells at ``max(width_L)``.
+    """
     c = dict(config)
     _check_law(c)
     Ls, ws, wL, batches = c.pop("L_values"), c.pop("widths"), c.pop("width_L"), int(c.pop("batches"))
-    n_width = int(c.pop("n_width"))
-    grid = [{"L": int(L), "width": 0, "n": int(c["n"])} for L in Ls]
-    grid += [{"L": int(L), "width": int(m), "n": n_width} for L in wL for m in ws]
-    c.pop("n")
+    n, n_width = int(c.pop("n")), int(c.pop("n_width"))
+    # the corner cells carry the iterated limits: more draws there, so that their CIs are small
+    # against the effects the rest of the grid resolves
+    n_limit = int(c.pop("n_limit", max(n, n_width)))
+    Lmax, wLmax = max(int(L) for L in Ls), max(int(L) for L in wL)
+    grid = [{"L": int(L), "width": 0, "n": n_limit if int(L) == Lmax else n} for L in Ls]
+    grid += [{"L": int(L), "width": int(m), "n": n_limit if int(L) == wLmax else n_width} for L in wL for m in ws]
     return Study("depth-law", two_point_task, grid=grid, replicas=batches, root_seed=root_seed, fixed=c)
 
 
