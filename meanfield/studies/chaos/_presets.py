@@ -62,8 +62,8 @@ PRESETS: dict[str, dict] = {
         "spheres": {
             "1": _cfg(Ns=[64, 128, 256, 512, 1024, 2048, 4096], T=0.25, dt=0.015625, lmax=64, check_lmax=128,
                       density_nodes=4096, w2_max_N=4096),
-            "2": _cfg(Ns=[64, 128, 256, 512, 1024, 2048, 4096], T=0.125, dt=0.015625, lmax=96, check_lmax=192,
-                      density_nodes=48, w2_max_N=2048),
+            "2": _cfg(Ns=[32, 64, 128, 256, 512, 1024, 2048, 4096], T=0.125, dt=0.015625, lmax=96, check_lmax=192,
+                      density_nodes=64, w2_max_N=1024),
         },
     },
     "full": {
