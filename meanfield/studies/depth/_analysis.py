@@ -276,20 +276,41 @@ def law_tables(result) -> dict:
                       "sign_change": fit.sign_change, "verdict": v.outcome, "reason": v.reason})
     law_width = pd.DataFrame(wrows)
     law_width_fit = pd.DataFrame(wfits)
-    lim = []
-    if width_L:
-        Lw = max(width_L)
-        for m in sorted(m for LL, m in cells if LL == Lw and m > 0):
-            e = cells[(Lw, m)]["err"]
-            lim.append({"limit": f"lim_L first: e(L = {Lw}, m = {m})", "value": e.mean(),
-                        "ci95": 1.96 * e.std(ddof=1) / math.sqrt(e.size)})
-    Lmax = max(Ls)
-    e = cells[(Lmax, 0)]["err"]
-    lim.append({"limit": f"lim_m first: e(L = {Lmax}, m = ∞)", "value": e.mean(),
-                "ci95": 1.96 * e.std(ddof=1) / math.sqrt(e.size)})
+    lim = _iterated_limits(cells, width_L, max(Ls))
     law_limits = pd.DataFrame(lim)
     return {"law_L": law_L, "law_L_fit": law_L_fit, "law_models": law_models, "law_width": law_width,
             "law_width_fit": law_width_fit, "law_limits": law_limits}
+
+
+def _mean_ci(x) -> tuple[float, float]:
+    return float(np.mean(x)), float(1.96 * np.std(x, ddof=1) / math.sqrt(np.size(x)))
+
+
+def _iterated_limits(cells: dict, width_L: list, Lmax: int) -> list:
+    """Rows of ``law_limits``: the two iterated limits of e(L, m) estimated on the grid.
+
+    m first: e(Lmax, ∞), the Gaussian column at its deepest cell. L first, at each width m:
+    e(Lw, m) of the deepest width row Lw splits exactly into the coupled Gaussian part
+    e(Lw, ∞) (the depth error at Lw) and the width effect Δ(Lw, m); replacing the first by
+    the deepest Gaussian cell, Δ(Lw, m) + e(Lmax, ∞), takes the depth to Lmax while keeping
+    the width effect measured at Lw (independent cells: the variances add).
+    """
+    e_inf, h_inf = _mean_ci(cells[(Lmax, 0)]["err"])
+    lim = [{"limit": "m first", "estimate": f"e(L = {Lmax}, m = ∞)", "value": e_inf, "ci95": h_inf}]
+    if not width_L:
+        return lim
+    Lw = max(width_L)
+    for m in sorted(m for LL, m in cells if LL == Lw and m > 0):
+        c = cells[(Lw, m)]
+        e, h = _mean_ci(c["err"])
+        g, hg = _mean_ci(c["err"] - c["diff"])
+        d, hd = _mean_ci(c["diff"])
+        lim += [{"limit": f"corner cell, m = {m}", "estimate": f"e(L = {Lw}, m = {m})", "value": e, "ci95": h},
+                {"limit": f"  its depth part, m = {m}", "estimate": f"e(L = {Lw}, ∞), coupled", "value": g,
+                 "ci95": hg},
+                {"limit": f"L first, m = {m}", "estimate": f"Δ(L = {Lw}, m = {m}) + e(L = {Lmax}, ∞)",
+                 "value": d + e_inf, "ci95": math.hypot(hd, h_inf)}]
+    return lim
 
 
 @dataclass
