@@ -96,26 +96,32 @@ def test_bad_inputs():
 
 def test_law_limits_split_the_corner_cells_exactly():
     """Each corner cell of the deepest width row is its coupled Gaussian part plus the width effect
-    (the same draws, so to rounding); the L-first estimate is Δ plus the deepest Gaussian cell."""
+    (the same draws, so to rounding); the L-first estimate is Δ plus the deepest Gaussian cell; and the
+    coupled Gaussian part agrees with the independent Gaussian cell at the same L within 4 SE."""
     from meanfield.studies.depth._analysis import law_tables
     from meanfield.studies.depth._report import _limits_agreement
 
-    law = depth_config("test", law={"L_values": [1, 8], "widths": [1, 4], "width_L": [1, 2], "n": 2000,
+    law = depth_config("test", law={"L_values": [1, 8], "widths": [1, 4], "width_L": [1, 8], "n": 2000,
                                     "n_width": 2000, "n_limit": 4000})["law"]
     tabs = law_tables(run_study(make_law_study(law, root_seed=3), executor="serial", progress=False))
-    lim = tabs["law_limits"].set_index("limit")
+    lim = tabs["law_limits"].set_index(["limit", "m"])
     width = tabs["law_width"].set_index(["L", "width"])
-    e_inf = tabs["law_L"].set_index("L").loc[8, "weak_error"]
-    assert lim.loc["m first", "value"] == pytest.approx(e_inf, abs=1e-15)
+    gauss = tabs["law_L"].set_index("L").loc[8]
+    e_inf = gauss["weak_error"]
+    assert lim.loc[("m first", "∞"), "value"] == pytest.approx(e_inf, abs=1e-15)
     for m in (1, 4):
-        corner, depth = lim.loc[f"corner cell, m = {m}", "value"], lim.loc[f"  its depth part, m = {m}", "value"]
-        delta = width.loc[(2, m), "delta"]
+        corner, depth = lim.loc[("corner cell", str(m)), "value"], lim.loc[("its depth part", str(m)), "value"]
+        delta = width.loc[(8, m), "delta"]
         assert corner == pytest.approx(depth + delta, abs=1e-12)
-        assert lim.loc[f"L first, m = {m}", "value"] == pytest.approx(delta + e_inf, abs=1e-12)
-        assert lim.loc[f"L first, m = {m}", "ci95"] > lim.loc["m first", "ci95"]
-        assert width.loc[(2, m), "n_draws"] == 2 * 4000  # n_limit draws in the corner row
-    text = _limits_agreement(tabs["law_limits"])
+        assert lim.loc[("L first", str(m)), "value"] == pytest.approx(delta + e_inf, abs=1e-12)
+        assert lim.loc[("L first", str(m)), "ci95"] > lim.loc[("m first", "∞"), "ci95"]
+        assert width.loc[(8, m), "n_draws"] == 2 * 4000  # n_limit draws in the corner row
+        # the coupled Gaussian transformer is a Gaussian-layer transformer: same law as the column's cell
+        se = np.hypot(lim.loc[("its depth part", str(m)), "ci95"] / 1.96, gauss["se"])
+        assert abs(depth - e_inf) < 4 * se, (m, depth, e_inf, se)
+    text = _limits_agreement(tabs["law_limits"], tabs["law_width"])
     assert text.startswith("m first: ") and "L first: " in text and "not limits themselves" in text
+    assert f"differ by {width.loc[(8, 4), 'delta']:+.2e}" in text
 
 
 def test_law_study_puts_n_limit_draws_in_the_corner_cells_only():

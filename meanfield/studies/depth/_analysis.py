@@ -296,7 +296,7 @@ def _iterated_limits(cells: dict, width_L: list, Lmax: int) -> list:
     the width effect measured at Lw (independent cells: the variances add).
     """
     e_inf, h_inf = _mean_ci(cells[(Lmax, 0)]["err"])
-    lim = [{"limit": "m first", "estimate": f"e(L = {Lmax}, m = ∞)", "value": e_inf, "ci95": h_inf}]
+    lim = [{"limit": "m first", "m": "∞", "estimate": f"e(L = {Lmax}, m = ∞)", "value": e_inf, "ci95": h_inf}]
     if not width_L:
         return lim
     Lw = max(width_L)
@@ -305,10 +305,10 @@ def _iterated_limits(cells: dict, width_L: list, Lmax: int) -> list:
         e, h = _mean_ci(c["err"])
         g, hg = _mean_ci(c["err"] - c["diff"])
         d, hd = _mean_ci(c["diff"])
-        lim += [{"limit": f"corner cell, m = {m}", "estimate": f"e(L = {Lw}, m = {m})", "value": e, "ci95": h},
-                {"limit": f"  its depth part, m = {m}", "estimate": f"e(L = {Lw}, ∞), coupled", "value": g,
+        lim += [{"limit": "corner cell", "m": str(m), "estimate": f"e(L = {Lw}, m = {m})", "value": e, "ci95": h},
+                {"limit": "its depth part", "m": str(m), "estimate": f"e(L = {Lw}, ∞), coupled", "value": g,
                  "ci95": hg},
-                {"limit": f"L first, m = {m}", "estimate": f"Δ(L = {Lw}, m = {m}) + e(L = {Lmax}, ∞)",
+                {"limit": "L first", "m": str(m), "estimate": f"Δ(L = {Lw}, m = {m}) + e(L = {Lmax}, ∞)",
                  "value": d + e_inf, "ci95": math.hypot(hd, h_inf)}]
     return lim
 

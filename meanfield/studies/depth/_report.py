@@ -329,8 +329,7 @@ def _favoured(models: pd.DataFrame) -> str:
 
 def _limits_vs_effects(lim, law_L, law_width) -> str:
     """The iterated limits' largest 95 % half-width set against every resolved effect of the grid."""
-    est = lim[lim["limit"].str.startswith(("m first", "L first"))]
-    h = float(est["ci95"].max())
+    h = float(lim.loc[lim["limit"].isin(("m first", "L first")), "ci95"].max())
     eff = np.abs(np.concatenate([law_L.loc[law_L["resolved"], "weak_error"].to_numpy(float),
                                  law_width.loc[law_width["resolved"], "delta"].to_numpy(float)]))
     if not eff.size:
@@ -341,24 +340,21 @@ def _limits_vs_effects(lim, law_L, law_width) -> str:
             f"{int(np.sum(eff > 3 * h))} (it is {h / eff.min():.2f} times the smallest).")
 
 
-def _limits_agreement(lim) -> str:
+def _limits_agreement(lim, law_width) -> str:
     """Whether the two iterated-limit estimates are within their 95 % CIs of 0 and of each other."""
     first = lim[lim["limit"] == "m first"].iloc[0]
-    rows = lim[lim["limit"].str.startswith("L first")]
+    rows, corner, depth = (lim[lim["limit"] == k] for k in ("L first", "corner cell", "its depth part"))
     out = [f"m first: {first['value']:+.2e} ± {first['ci95']:.1e} "
            f"({'contains' if abs(first['value']) <= first['ci95'] else 'excludes'} 0)."]
     if len(rows):
-        last = rows.iloc[-1]
-        # the difference is Δ(Lw, m_max) alone (the shared e(Lmax, ∞) cancels): its CI is Δ's
-        diff, h = last["value"] - first["value"], math.sqrt(max(last["ci95"] ** 2 - first["ci95"] ** 2, 0.0))
-        zero = [r["limit"].split("= ")[-1] for _, r in rows.iterrows() if abs(r["value"]) > r["ci95"]]
+        # the two estimates differ by Δ(Lw, m_max) alone (the shared e(Lmax, ∞) cancels)
+        corner_cell = law_width[law_width["L"] == law_width["L"].max()].sort_values("width").iloc[-1]
+        zero = [r["m"] for _, r in rows.iterrows() if abs(r["value"]) > r["ci95"]]
         out.append(f"L first: {', '.join(f'{v:+.2e}' for v in rows['value'])} ± at most {rows['ci95'].max():.1e}; "
                    + (f"0 is outside the CI at m = {', '.join(zero)}. " if zero else "every CI contains 0. ")
-                   + f"At the largest width the two estimates differ by {diff:+.2e} ± {h:.1e} (95 %): the width "
-                   f"effect left at the corner, as the shared e(L = max, ∞) cancels.")
-    corner = lim[lim["limit"].str.startswith("corner")]
-    if len(corner):
-        depth = lim[lim["limit"].str.contains("depth part")]
+                   + f"At the largest width the two estimates differ by {corner_cell['delta']:+.2e} ± "
+                   f"{1.96 * corner_cell['se']:.1e} (95 %): the width effect left at the corner, as the shared "
+                   "e(L = max, ∞) cancels.")
         out.append(f"The raw corner cells ({', '.join(f'{v:+.2e}' for v in corner['value'])}) carry the depth error "
                    f"at their L (coupled Gaussian part {', '.join(f'{v:+.2e}' for v in depth['value'])}, "
                    f"± at most {depth['ci95'].max():.1e}): they are not limits themselves.")
@@ -430,6 +426,6 @@ def _law_section(res: DepthStudyResult) -> list:
         "",
         _limits_vs_effects(lim, t, w),
         "",
-        _limits_agreement(lim),
+        _limits_agreement(lim, w),
     ]
     return out
