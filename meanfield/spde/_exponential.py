@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from ._schemes import Problem, Scheme, noise_frame_on_grid, register_scheme
+from ._schemes import Problem, Scheme, displacement_on_grid, register_scheme
 
 __all__ = ["ExponentialEuler", "exponential_euler_growth", "max_stable_dt", "CFL_GROWTH"]
 
@@ -86,20 +86,13 @@ class ExponentialEuler(Scheme):
         ell = p.basis.ell
         self.decay = np.exp(-0.5 * p.kappa1 * ell * (ell + p.d - 2.0) * p.dt) if p.noise_on else None
 
-    def step(self, c, rho_g, v, t0, t1):
+    def step(self, c, rho_g, vel, t0, t1):
         p, grid = self.p, self.p.grid
         # frame components of ρ_n (h v + P_x ΔW) times the quadrature weights, then the spectral divergence
-        rw = rho_g * grid.weights
-        if v is not None:
-            s = rw * p.dt
-            flux = [vk * s for vk in v]
-        else:
-            flux = [np.zeros(grid.Q) for _ in grid.frame()]
-        if p.noise_on:
-            for fk, wk in zip(flux, noise_frame_on_grid(grid, p.noise, t0, t1)):
-                wk *= rw
-                fk += wk
+        field = p.noise.field(t0, t1) if p.noise_on else None
+        flux = displacement_on_grid(grid, vel, c, p.dt, field)
+        flux *= rho_g * grid.weights
         c = c - grid.divergence(flux, weighted=True)
         if self.decay is not None:
-            c = c * self.decay
+            c *= self.decay
         return c

@@ -6,7 +6,7 @@ import numpy as np
 from scipy.linalg import expm
 
 from ..sphere import NUFFT_EPS
-from ._schemes import Problem, Scheme, noise_on_grid, register_scheme
+from ._schemes import Problem, Scheme, displacement_on_grid, register_scheme
 
 __all__ = ["PushForward"]
 
@@ -36,20 +36,16 @@ class PushForward(Scheme):
         super().__init__(problem)
         self.epsilon = NUFFT_EPS
 
-    def step(self, c, rho_g, v, t0, t1):
+    def step(self, c, rho_g, vel, t0, t1):
         p, grid = self.p, self.p.grid
         x = grid.points
-        if v is not None:
-            y = grid.ambient([p.dt * vk for vk in v])
-            y += x
-        else:
+        field = p.noise.field(t0, t1) if (p.noise_on and p.noise_map == "projected") else None
+        if vel is None and field is None:
             y = x.copy()
-        if p.noise_on and p.noise_map == "projected":
-            y += noise_on_grid(grid, p.noise, t0, t1)
-        inv = np.einsum("ij,ij->i", y, y)
-        np.sqrt(inv, out=inv)
-        np.divide(1.0, inv, out=inv)
-        y *= inv[:, None]
+        else:
+            # x + h v + ΔW from its frame components and the radial part <ΔW, x>
+            D = displacement_on_grid(grid, vel, c, p.dt, field, radial=True)
+            y = grid.move(D, cartesian=p.noise_map == "flow")
         if p.noise_on and p.noise_map == "flow":
             y = y @ expm(p.noise.omega(t0, t1)).T
         c00 = c[0]

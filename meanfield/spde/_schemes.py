@@ -15,7 +15,8 @@ import numpy as np
 from ..noise import NoiseSource
 from ..sphere import Basis, Grid
 
-__all__ = ["Problem", "Scheme", "register_scheme", "get_scheme", "scheme_names", "noise_on_grid", "noise_frame_on_grid"]
+__all__ = ["Problem", "Scheme", "register_scheme", "get_scheme", "scheme_names", "noise_on_grid", "noise_frame_on_grid",
+           "field_on_grid", "field_frame_on_grid", "displacement_on_grid"]
 
 _SCHEMES: dict[str, type] = {}
 
@@ -66,9 +67,11 @@ class Scheme(abc.ABC):
                              f"(it supports {', '.join(map(repr, cls.noise_maps))})")
 
     @abc.abstractmethod
-    def step(self, c: np.ndarray, rho_g: np.ndarray, v: list[np.ndarray] | None, t0: float, t1: float) -> np.ndarray:
-        """Advance the coefficients c (values ρ_n on the grid ``rho_g``, attention velocity ``v`` in frame
-        components, or None) from t0 to t1; returns the new coefficients."""
+    def step(self, c: np.ndarray, rho_g: np.ndarray, vel, t0: float, t1: float) -> np.ndarray:
+        """Advance the coefficients c (values ρ_n on the grid ``rho_g``) from t0 to t1; returns the new
+        coefficients. ``vel`` is the run's attention velocity (:class:`~meanfield.spde.Velocity`; its
+        ``on_grid(grid, c)`` gives the frame components of v[ρ_n]), None without attention;
+        :func:`displacement_on_grid` forms h v[ρ_n] + ΔW_n with the fewest transforms."""
 
 
 def register_scheme(name: str):
@@ -95,13 +98,12 @@ def get_scheme(name: str) -> type:
     return _SCHEMES[name]
 
 
-def noise_on_grid(grid: Grid, noise: NoiseSource, t0: float, t1: float) -> np.ndarray:
-    """Ambient increment ΔW(x_q) over [t0, t1] at the grid nodes, shape (Q, d).
+def field_on_grid(grid: Grid, field) -> np.ndarray:
+    """Ambient values (Q, d) of a noise field at the grid nodes.
 
     A field given by harmonic coefficients is synthesised by the grid's fast transform when
     the grid resolves its degree; any other field is evaluated at the nodes.
     """
-    field = noise.field(t0, t1)
     if field.coeffs is not None and field.lmax is not None:
         vals = grid.synth_real(field.coeffs, field.lmax)
         if vals is not None:
@@ -109,12 +111,49 @@ def noise_on_grid(grid: Grid, noise: NoiseSource, t0: float, t1: float) -> np.nd
     return np.asarray(field(grid.points), dtype=np.float64)
 
 
-def noise_frame_on_grid(grid: Grid, noise: NoiseSource, t0: float, t1: float) -> list[np.ndarray]:
-    """Frame components of P_x ΔW(x_q) over [t0, t1] at the grid nodes (the tangential part of
-    :func:`noise_on_grid`), synthesised directly where the grid can (no ambient map)."""
-    field = noise.field(t0, t1)
+def field_frame_on_grid(grid: Grid, field) -> list[np.ndarray]:
+    """Frame components of P_x F at the grid nodes, synthesised directly where the grid can (no ambient map)."""
     if field.coeffs is not None and field.lmax is not None:
         comps = grid.synth_real_frame(field.coeffs, field.lmax)
         if comps is not None:
             return comps
     return grid.components(np.asarray(field(grid.points), dtype=np.float64))
+
+
+def noise_on_grid(grid: Grid, noise: NoiseSource, t0: float, t1: float) -> np.ndarray:
+    """Ambient increment ΔW(x_q) over [t0, t1] at the grid nodes, shape (Q, d) (:func:`field_on_grid`)."""
+    return field_on_grid(grid, noise.field(t0, t1))
+
+
+def noise_frame_on_grid(grid: Grid, noise: NoiseSource, t0: float, t1: float) -> list[np.ndarray]:
+    """Frame components of P_x ΔW(x_q) over [t0, t1] at the grid nodes (the tangential part of
+    :func:`noise_on_grid`), synthesised directly where the grid can (no ambient map)."""
+    return field_frame_on_grid(grid, noise.field(t0, t1))
+
+
+def displacement_on_grid(grid: Grid, vel, c: np.ndarray, dt: float, field=None, *, radial: bool = False) -> np.ndarray:
+    """Rows (d - 1, Q): frame components of h v[ρ](x_q) + ΔW(x_q); with ``radial`` one more row <ΔW(x_q), x_q>.
+
+    ``vel`` is the run's :class:`~meanfield.spde.Velocity` (None: no attention), ``field`` the noise
+    increment of the step (None: no noise). With both, :meth:`Velocity.drift_on_grid` forms the sum
+    from ring coefficients where it can; otherwise the two parts are synthesised separately.
+    """
+    if vel is not None and field is not None:
+        D = vel.drift_on_grid(grid, c, dt, field, radial=radial)
+        if D is not None:
+            return D
+    k = len(grid.frame())
+    D = np.zeros((k + int(radial), grid.Q))
+    if vel is not None:
+        for row, vk in zip(D, vel.on_grid(grid, c)[0]):
+            np.multiply(vk, dt, out=row)
+    if field is not None:
+        if radial:
+            F = field_on_grid(grid, field)
+            for row, comp in zip(D, grid.components(F)):
+                row += comp
+            D[k] = np.einsum("ij,ij->i", F, grid.points)
+        else:
+            for row, comp in zip(D, field_frame_on_grid(grid, field)):
+                row += comp
+    return D

@@ -78,8 +78,31 @@ class Velocity:
         if self.V is not None:
             rad = self.beta * grid.synth_grad(self.dlam * ck, self.lconv, grad=False)[0]
             g = grid.components((grid.ambient(g) + rad[:, None] * grid.points) @ self.V.T)
-        inv = 1.0 / (self.beta * conv)
-        return [gk * inv for gk in g], conv
+        inv = np.multiply(conv, self.beta)
+        np.divide(1.0, inv, out=inv)
+        for gk in g:  # the synthesised gradient is a fresh array: scale it in place
+            gk *= inv
+        return g, conv
+
+    def drift_on_grid(self, grid: Grid, c: np.ndarray, dt: float, field, *, radial: bool = False) -> np.ndarray | None:
+        """Rows (d - 1, Q) of h v[ρ] + ΔW in the grid's frame (and <ΔW, x> with ``radial``), or None.
+
+        With F = e^{-abs(β)} K_β * ρ, h v + ΔW = (h / (β F)) (∇_S F + (β / h) F ΔW) for V = I, and
+        the grid forms the bracket from ring coefficients (:meth:`~meanfield.sphere.Grid.synth_grad_times`).
+        None where that does not apply (a value matrix V, a field without harmonic coefficients, a
+        grid too coarse for it): the caller then adds the two parts itself.
+        """
+        if self.V is not None or field.coeffs is None or field.lmax is None:
+            return None
+        out = grid.synth_grad_times(self.lam * c[self._keep], self.lconv, field.coeffs, field.lmax,
+                                    self.beta / dt, radial=radial)
+        if out is None:
+            return None
+        conv, U = out
+        s = np.multiply(conv, self.beta / dt)
+        np.divide(1.0, s, out=s)
+        U *= s
+        return U
 
     def at_points(self, c: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """v[ρ](x) (N, d) and e^{-abs(β)} K_β * ρ (N,) at unit vectors x (N, d)."""

@@ -87,6 +87,7 @@ class CircleBasis(Basis):
     """
 
     max_lmax = 2**16
+    directions_only = True  # every point transform reads θ = atan2(x_2, x_1)
 
     @property
     def n_state(self) -> int:

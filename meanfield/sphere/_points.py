@@ -77,6 +77,15 @@ class S2Points:
         self._frame = None
         parallel_rows(self._angles, n)
 
+    @classmethod
+    def from_loc(cls, loc: np.ndarray) -> "S2Points":
+        """Points given by their angles (Q, 2) alone, for the transforms that read nothing else
+        (``x``, ``r`` and the frame are then unavailable)."""
+        self = cls.__new__(cls)
+        self.loc = np.ascontiguousarray(loc, dtype=np.float64)
+        self.x = self.r = self._frame = None
+        return self
+
     def _angles(self, s: int, e: int) -> None:
         x0, x1, x2 = self.x[s:e, 0], self.x[s:e, 1], self.x[s:e, 2]
         r = self.r[s:e]

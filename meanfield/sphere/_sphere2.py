@@ -9,7 +9,7 @@ import ducc0
 import numpy as np
 
 from .._threads import default_threads
-from ._points import s2_points
+from ._points import S2Points, parallel_rows, s2_points
 from ._quadrature import gauss_legendre
 from ._s2 import _complex_sh_cartesian, alm_index, alm_to_real, n_alm, real_basis_s2, real_to_alm
 from .basis import Basis, Grid, register_basis
@@ -38,6 +38,7 @@ class S2Basis(Basis):
     max_lmax = 4096
     state_dtype = np.complex128
     fast_transforms = True
+    directions_only = True  # ducc0 takes the angles of the points
 
     @property
     def n_state(self) -> int:
@@ -241,12 +242,15 @@ class S2Grid(Grid):
         # div F = -sqrt(l(l+1)) E_lm with E_lm the spin-1 gradient coefficients of (F_θ, F_φ): on the
         # GL grid the analysis is the adjoint synthesis of the weighted map, and DERIV1 computes
         # sqrt(l(l+1)) E_lm alone (no curl part)
-        m = np.empty((2, self.nlat, self.nphi))
-        for k in range(2):
-            if weighted:
-                m[k] = comps[k].reshape(self.nlat, self.nphi)
-            else:
-                np.multiply(comps[k].reshape(self.nlat, self.nphi), self._w2, out=m[k])
+        if weighted and isinstance(comps, np.ndarray) and comps.shape == (2, self.Q) and comps.flags.c_contiguous:
+            m = comps.reshape(2, self.nlat, self.nphi)  # the caller's buffer: no copy
+        else:
+            m = np.empty((2, self.nlat, self.nphi))
+            for k in range(2):
+                if weighted:
+                    m[k] = comps[k].reshape(self.nlat, self.nphi)
+                else:
+                    np.multiply(comps[k].reshape(self.nlat, self.nphi), self._w2, out=m[k])
         e = ducc0.sht.experimental.adjoint_synthesis_2d(map=m, spin=1, lmax=self.lmax, geometry="GL",
                                                         nthreads=self.nthreads, mode="DERIV1")[0]
         return np.negative(e, out=e)
@@ -297,13 +301,43 @@ class S2Grid(Grid):
             return None
         return self._leg2map(self._real_legs(coeffs, lmax)).T
 
-    def synth_real_frame(self, coeffs, lmax):
+    def move(self, D, *, cartesian=False):
+        if cartesian:
+            return super().move(D, cartesian=True)
+        # In the node's frame y = a x + b e_θ + c e_φ (a = 1 + r): its horizontal part is
+        # (a sin θ + b cos θ) along (cos φ, sin φ) plus c along e_φ, and y_z = a cos θ - b sin θ, so
+        # the new angles need two arctangents and no Cartesian vectors
+        st, ct, phi = self._node_trig
+        loc = np.empty((self.Q, 2))
+
+        def rows(s, e):
+            a, b, c = D[2, s:e] + 1.0, D[0, s:e], D[1, s:e]
+            hor = a * st[s:e]
+            hor += b * ct[s:e]
+            z = a * ct[s:e]
+            z -= b * st[s:e]
+            lon = np.arctan2(c, hor)
+            lon += phi[s:e]
+            lon[lon < 0.0] += 2 * math.pi
+            lon[lon >= 2 * math.pi] -= 2 * math.pi
+            loc[s:e, 1] = lon
+            np.hypot(hor, c, out=hor)
+            loc[s:e, 0] = np.arctan2(hor, z)
+
+        parallel_rows(rows, self.Q)
+        return S2Points.from_loc(loc)
+
+    @functools.cached_property
+    def _node_trig(self):
+        """sin θ, cos θ and φ at every node (Q,)."""
+        return (np.repeat(np.sin(self._theta), self.nphi), np.repeat(np.cos(self._theta), self.nphi),
+                np.tile(self._phi, self.nlat))
+
+    def _frame_legs(self, coeffs, lmax, radial=False):
         # F = (F_x, F_y, F_z) of degree lmax; per ring (Legendre coefficients in φ):
-        # F_θ = cos θ Re U - sin θ F_z and F_φ = Im U with U = e^{-iφ} (F_x + i F_y), a shift of the
-        # φ-Fourier coefficients by one, so the frame components cost two ring FFTs and no
-        # ambient map (degree lmax + 1 in φ)
-        if coeffs.shape[0] != 3 or lmax + 2 > self.nlat or 2 * lmax + 3 > self.nphi:
-            return super().synth_real_frame(coeffs, lmax)
+        # F_θ = cos θ Re U - sin θ F_z, F_φ = Im U and F_r = sin θ Re U + cos θ F_z with
+        # U = e^{-iφ} (F_x + i F_y), a shift of the φ-Fourier coefficients by one, so the frame
+        # components need no ambient map (degree lmax + 1 in φ). Shape (2 or 3, nlat, lmax + 2).
         leg = self._real_legs(coeffs, lmax)
         M, K = lmax, lmax + 1
         # two-sided coefficients of Z = F_x + i F_y, k = -M..M at index k + M (a real field has
@@ -312,13 +346,53 @@ class S2Grid(Grid):
         U[:, M : 2 * M + 1] = leg[0] + 1j * leg[1]
         U[:, : M + 1] = (np.conj(leg[0]) + 1j * np.conj(leg[1]))[:, ::-1]
         up, um = U[:, K:], np.conj(U[:, K::-1])  # U_k and conj(U_{-k}), k = 0..K
-        out = np.empty((2, self.nlat, K + 1), dtype=np.complex128)
-        out[0] = 0.5 * (up + um)
-        out[0] *= self._cos_theta
+        out = np.empty((3 if radial else 2, self.nlat, K + 1), dtype=np.complex128)
+        re_u = 0.5 * (up + um)
+        np.multiply(re_u, self._cos_theta, out=out[0])
         out[0, :, : M + 1] -= self._sin_theta * leg[2]
         out[1] = -0.5j * (up - um)
-        m = self._leg2map(out)
+        if radial:
+            np.multiply(re_u, self._sin_theta, out=out[2])
+            out[2, :, : M + 1] += self._cos_theta * leg[2]
+        return out
+
+    def synth_real_frame(self, coeffs, lmax):
+        if coeffs.shape[0] != 3 or lmax + 2 > self.nlat or 2 * lmax + 3 > self.nphi:
+            return super().synth_real_frame(coeffs, lmax)
+        m = self._leg2map(self._frame_legs(coeffs, lmax))
         return [m[0], m[1]]
+
+    def synth_grad_times(self, c, lmax, coeffs, lmax_f, alpha, *, radial=False):
+        # Ring by ring, f and F are trigonometric polynomials of degree lmax and lmax_f + 1 in φ: their
+        # product is formed exactly on short rings of P > 2 (lmax + lmax_f + 1) longitudes and taken
+        # back to ring coefficients, then added to those of ∇_S f. The full grid then needs the maps
+        # of f and of the 2 (3) rows of U only, instead of f, ∇_S f and F's components separately.
+        K = lmax_f + 1
+        mt = lmax + K
+        if coeffs.shape[0] != 3 or lmax >= self.nlat or K + 1 > self.nlat or 2 * mt + 1 > self.nphi:
+            return super().synth_grad_times(c, lmax, coeffs, lmax_f, alpha, radial=radial)
+        alm = np.ascontiguousarray(c, dtype=np.complex128)[None]
+        nt = self._leg_threads(lmax)
+        legc = np.empty((1, self.nlat, lmax + 1), dtype=np.complex128)
+        self._legs(alm, lmax, legc)
+        legg = np.empty((2, self.nlat, lmax + 1), dtype=np.complex128)
+        ducc0.sht.experimental.alm2leg_deriv1(alm=alm, lmax=lmax, theta=self._theta, nthreads=nt, leg=legg)
+        legf = self._frame_legs(coeffs, lmax_f, radial)
+        P = int(ducc0.fft.good_size(2 * mt + 2, True))
+        short = self._short_rings(P)
+        mf = ducc0.sht.experimental.leg2map(leg=legf, nthreads=nt, **short)
+        mf *= ducc0.sht.experimental.leg2map(leg=legc, nthreads=nt, **short)[0] * (alpha / P)
+        prod = ducc0.sht.experimental.map2leg(map=mf, mmax=mt, nthreads=nt, **short)
+        leg = np.zeros((1 + legf.shape[0], self.nlat, mt + 1), dtype=np.complex128)
+        leg[0, :, : lmax + 1] = legc[0]
+        leg[1:] = prod
+        leg[1:3, :, : lmax + 1] += legg
+        m = self._leg2map(leg)
+        return m[0], m[1:]
+
+    def _short_rings(self, P: int) -> dict:
+        return {"nphi": np.full(self.nlat, P, dtype=np.uintp), "phi0": np.zeros(self.nlat),
+                "ringstart": np.arange(self.nlat, dtype=np.uintp) * np.uintp(P)}
 
     @functools.cached_property
     def _cos_theta(self) -> np.ndarray:

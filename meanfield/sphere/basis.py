@@ -181,6 +181,21 @@ class Grid(abc.ABC):
             out += ck[:, None] * ek
         return out
 
+    def move(self, D: np.ndarray, *, cartesian: bool = False):
+        """The nodes moved to Π(x_q (1 + r_q) + Σ_k D_kq e_k(x_q)), Π(z) = z / abs(z), r = D[-1].
+
+        ``D`` has d rows: the d - 1 frame components of the displacement and its radial part r.
+        Returns unit vectors (Q, d), or with ``cartesian=False`` whatever the basis' point
+        transforms take where that is cheaper (S^2: the points' angles, without Cartesian vectors).
+        """
+        y = self.ambient(D[:-1])
+        y += (1.0 + D[-1])[:, None] * self.points
+        inv = np.einsum("ij,ij->i", y, y)
+        np.sqrt(inv, out=inv)
+        np.divide(1.0, inv, out=inv)
+        y *= inv[:, None]
+        return y
+
     @abc.abstractmethod
     def gradient(self, c: np.ndarray) -> list[np.ndarray]:
         """Frame components of the surface gradient ∇_S f on the grid."""
@@ -189,8 +204,10 @@ class Grid(abc.ABC):
     def divergence(self, comps: list[np.ndarray], *, weighted: bool = False) -> np.ndarray:
         """State coefficients (degree <= lmax) of div_S F for F given by its frame components.
 
-        ``weighted=True``: the components are already multiplied by the quadrature weights
-        (saves a pass when the caller forms a product with the weights anyway).
+        ``comps`` is a sequence of d - 1 arrays (Q,) or one array (d - 1, Q); ``weighted=True``: the
+        components are already multiplied by the quadrature weights (saves a pass when the caller
+        forms a product with the weights anyway; a C-contiguous array is then transformed in place,
+        without a copy, where the grid allows it).
         """
 
     def synth_grad(self, c: np.ndarray, lmax: int, *, grad: bool = True):
@@ -205,6 +222,32 @@ class Grid(abc.ABC):
     @abc.abstractmethod
     def synth_real(self, coeffs: np.ndarray, lmax: int) -> np.ndarray | None:
         """Values (Q, k) of k fields given by real coefficients (k, n_real(lmax)), or None if the grid is too coarse."""
+
+    def synth_grad_times(self, c: np.ndarray, lmax: int, coeffs: np.ndarray, lmax_f: int, alpha: float, *,
+                         radial: bool = False):
+        """f and the frame components of ∇_S f + α f F on the grid, for one scalar and one ambient field.
+
+        f has state coefficients c of the basis of degree ``lmax``; F is the ambient field with real
+        coefficients ``coeffs`` (d, n_real(lmax_f)). Returns ``(f, U)`` with f of shape (Q,) and U of
+        shape (d - 1, Q), rows U_k = ∂_k f + α f F·e_k; with ``radial`` U has one more row,
+        α f F·x. None if the grid cannot synthesise F (too coarse). Grids whose transforms go ring by
+        ring form the product f F from the low-degree ring coefficients, which saves the full-size
+        maps of F.
+        """
+        vals = self.synth_real(coeffs, lmax_f)
+        if vals is None:
+            return None
+        f, g = self.synth_grad(c, lmax)
+        rows = [np.einsum("ij,ij->i", vals, e) for e in self.frame()]
+        if radial:
+            rows.append(np.einsum("ij,ij->i", vals, self.points))
+        U = np.empty((len(rows), self.Q))
+        af = alpha * f
+        for k, r in enumerate(rows):
+            np.multiply(af, r, out=U[k])
+            if k < len(g):
+                U[k] += g[k]
+        return f, U
 
     def synth_real_frame(self, coeffs: np.ndarray, lmax: int) -> list[np.ndarray] | None:
         """Frame components of the ambient field (d components, real coefficients (d, n_real(lmax))),
@@ -236,6 +279,9 @@ class Basis(abc.ABC):
     state_dtype = np.float64
     #: Whether point transforms are fast (NUFFT) rather than direct basis matrices.
     fast_transforms = False
+    #: Whether the point transforms read only the direction of x (its angles), so that a caller
+    #: may pass unnormalised vectors and skip the projection onto the sphere.
+    directions_only = False
     #: Seconds per coefficient and field of one evaluation at about a thousand points (the cost
     #: model of :func:`meanfield.noise.noise_path_cost`): ducc0 on S^2 measured 0.35–0.62 s at
     #: lmax = 1024 and 2.0–2.4 s at lmax = 2048 on a loaded 2-core machine, rounded up.
