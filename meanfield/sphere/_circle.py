@@ -252,6 +252,29 @@ class CircleGrid(Grid):
         f = comps[0] * (self.M / (2 * math.pi)) if weighted else comps[0]
         return ddtheta(self.analysis(f), self.lmax)
 
+    def synth_grad_times(self, c, lmax, coeffs, lmax_f, alpha, *, radial=False):
+        # one inverse FFT call for f, f', F_x and F_y (zero-padded to a common degree)
+        K = max(lmax, lmax_f)
+        if coeffs.shape[0] != 2 or K >= self.M // 2:
+            return super().synth_grad_times(c, lmax, coeffs, lmax_f, alpha, radial=radial)
+        C = np.zeros((4, 2 * K + 1))
+        C[0, : 2 * lmax + 1] = c
+        C[1, : 2 * lmax + 1] = ddtheta(c, lmax)
+        C[2:, : 2 * lmax_f + 1] = coeffs
+        f, fp, Fx, Fy = _irfft_synth(C, K, self.M)
+        cos_t, sin_t = self.points[:, 0], self.points[:, 1]
+        U = np.empty((2 if radial else 1, self.M))
+        af = alpha * f
+        np.multiply(Fy, cos_t, out=U[0])
+        U[0] -= Fx * sin_t  # F·e_θ, e_θ = (-sin θ, cos θ)
+        U[0] *= af
+        U[0] += fp
+        if radial:
+            np.multiply(Fx, cos_t, out=U[1])
+            U[1] += Fy * sin_t
+            U[1] *= af
+        return f, U
+
     def synth_real(self, coeffs, lmax):
         if lmax < self.M // 2:
             return _irfft_synth(np.asarray(coeffs, dtype=np.float64), lmax, self.M).T
