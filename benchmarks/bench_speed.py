@@ -5,6 +5,11 @@ Run from the repository root:
     python benchmarks/bench_speed.py            # every row (several minutes)
     python benchmarks/bench_speed.py --quick    # smaller sizes, no chaos study / exact W_2 rows
     python benchmarks/bench_speed.py --root OTHER_CHECKOUT   # time another checkout's package
+    python benchmarks/bench_speed.py --base BASE_CHECKOUT    # before/after table against another checkout
+
+With ``--base`` every part runs for the base checkout and for this one, alternately in fresh
+processes (so both see the same load), and the run ends with a Markdown table of every row:
+the headline number before and after and their ratio.
 
 Method: every timing is the minimum over ``--repeat`` (>= 3) runs; a row and the reference it
 is divided by (the transforms it cannot avoid, an FFT pair, the direct sum) are timed
@@ -20,7 +25,9 @@ Rows (targets):
   for the peer dense step, whose authors report 20-38 s at that N);
 * particle Euler step with noise, S^2, N = 10^5: <= 25 ms; ratio to its transforms;
 * SPDE step on S^2, exponential and push-forward: <= 3x one synthesis + analysis pair at
-  lmax 64-256; on S^1 <= 10x an FFT pair; setup at lmax 256 <= 0.1 s;
+  lmax 64-256; on S^1 <= 10x an FFT pair; setup at lmax 256 <= 0.1 s; the push-forward step
+  also as a multiple of its own transform limit (the synthesis of ρ and one adjoint
+  non-uniform transform at the Q moved nodes);
 * characteristics scheme: <= 0.2 us per node per step at M = 10^5; ratio to its transforms;
 * ``meanfield --help`` and ``meanfield demo`` (<= 2 s) minus interpreter start-up;
   ``meanfield chaos --quick`` (<= 30 s);
@@ -30,6 +37,7 @@ Rows (targets):
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import platform
@@ -62,9 +70,15 @@ def interleaved(fns: dict, repeat: int) -> dict:
     return best
 
 
-def row(name: str, value: str, target: str = "", ok: bool | None = None) -> None:
+#: Every row printed by this run: name, headline number and its unit (for ``--json`` / ``--base``).
+RECORDS: list[dict] = []
+
+
+def row(name: str, value: str, target: str = "", ok: bool | None = None, num: float | None = None,
+        unit: str = "") -> None:
     verdict = "" if ok is None else ("met" if ok else "MISSED")
     print(f"{name:<52s} {value:<56s} {target:<14s} {verdict:<6s} [{load()}]", flush=True)
+    RECORDS.append({"name": name.strip(), "num": num, "unit": unit, "target": target, "ok": ok, "load": load()})
 
 
 def unit(rng, n, d):
@@ -135,10 +149,10 @@ def bench_attention(args) -> None:
             big = N == Ns[-1] and not args.quick
             row(f"attention drift S^2 b=0.1 tol={tol:g} N={N:.0e}",
                 f"{t['v'] * 1e3:8.2f} ms = {t['v'] / t['tr']:4.2f} x transforms ({t['tr'] * 1e3:.2f} ms), L={sa.last_lmax}",
-                "<= 150 ms" if big else "", (t["v"] <= 0.150) if big else None)
+                "<= 150 ms" if big else "", (t["v"] <= 0.150) if big else None, num=t["v"] * 1e3, unit="ms")
         slope = float(np.polyfit(np.log(Ns), np.log(times), 1)[0])
         row(f"  cost exponent N={Ns[0]:.0e}..{Ns[-1]:.0e} tol={tol:g}" + (f" ({why})" if why else ""),
-            f"{slope:.2f}", "<= 1.0", slope <= 1.0)
+            f"{slope:.2f}", "<= 1.0", slope <= 1.0, num=slope)
     # ratio to the package's direct O(N^2) path (the stand-in for the peer dense step)
     Nd = 4000 if args.quick else 20000
     x = unit(rng, Nd, 3)
@@ -151,9 +165,10 @@ def bench_attention(args) -> None:
         ratio = t["direct"] / ts
         row(f"attention direct / spectral N={Nd} tol={tol:g}",
             f"{t['direct']:.3f} s / {ts * 1e3:.2f} ms = x{ratio:.0f}, max err {err:.1e}",
-            ">= 1000x" if Nd == 20000 else "", (ratio >= 1000) if Nd == 20000 else None)
+            ">= 1000x" if Nd == 20000 else "", (ratio >= 1000) if Nd == 20000 else None, num=ratio, unit="x")
         if Nd == 20000 and tol == 1e-10:
-            row("  peer dense step at N=2e4 (authors' 20-38 s)", f"x{20 / ts:.0f}-{38 / ts:.0f} vs spectral")
+            row("  peer dense step at N=2e4 (authors' 20-38 s)", f"x{20 / ts:.0f}-{38 / ts:.0f} vs spectral",
+                num=20 / ts, unit="x (low end)")
 
 
 # ----------------------------------------------------------------------------- particles
@@ -186,7 +201,7 @@ def bench_particles(args) -> None:
     step = t["p"] / k
     row("particle Euler step S^2 N=1e5 noise l=6 b=0.1",
         f"{step * 1e3:7.2f} ms = {step / t['tr']:4.2f} x transforms ({t['tr'] * 1e3:.2f} ms), tol "
-        f"{acc['attention_tol']:g}, eps {acc['noise_epsilon']:g}", "<= 25 ms", step <= 0.025)
+        f"{acc['attention_tol']:g}, eps {acc['noise_epsilon']:g}", "<= 25 ms", step <= 0.025, num=step * 1e3, unit="ms")
 
 
 # ----------------------------------------------------------------------------- SPDE
@@ -194,7 +209,7 @@ def bench_spde(args) -> None:
     from meanfield.kernels import ActivationKernel
     from meanfield.noise import NoisePath
     from meanfield.spde import VonMisesFisher, solve_spde
-    from meanfield.sphere import basis
+    from meanfield.sphere import NUFFT_EPS, basis
 
     for d, lmaxes in ((3, (64, 128) if args.quick else (64, 128, 256)), (2, (128, 512))):
         noise = NoisePath(ActivationKernel("relu"), d=d, lmax=6, seed=0, t_max=1.0)
@@ -205,13 +220,20 @@ def bench_spde(args) -> None:
             c = b.zeros()
             c[0] = 1.0
             dt = 2.0**-12
-            k = 8 if (d == 3 and L >= 256) else 16
+            k = 8 if (d == 3 and L >= 256) else (16 if d == 3 else 64)
+            # the push-forward's own transform limit: ρ on the grid and one adjoint non-uniform
+            # transform at the moved nodes (at the scheme's accuracy)
+            rng = np.random.default_rng(0)
+            y = g.points + 0.01 * rng.normal(size=g.points.shape)
+            y /= np.linalg.norm(y, axis=1)[:, None]
+            vals = np.abs(g.synth(c))
 
             def spde(scheme, n):
                 return lambda: solve_spde(VonMisesFisher(mu, 2.0), noise, beta=1.0, lmax=L, dt=dt,
                                           t_eval=[0.0, n * dt], scheme=scheme, tail_tol=1.0, neg_tol=10.0)
 
-            fns = {"pair": lambda: g.analysis(g.synth(c))}
+            fns = {"pair": lambda: g.analysis(g.synth(c)),
+                   "pf_limit": lambda: (g.synth(c), b.adjoint(vals, y, epsilon=NUFFT_EPS))}
             if d == 2:
                 M = g.M
                 f = np.random.default_rng(0).normal(size=M)
@@ -231,8 +253,13 @@ def bench_spde(args) -> None:
                 if step <= 0:
                     row(f"  SPDE step S^{d - 1} lmax={L} {s}", "below the timing resolution (rerun with --repeat 10)")
                     continue
-                row(f"  SPDE step S^{d - 1} lmax={L} {s}", f"{step * 1e3:8.3f} ms = {step / ref:6.2f} x {ref_name}",
-                    f"<= {target:g}x", step / ref <= target)
+                extra = f" = {step / t['pf_limit']:4.2f} x synth + adjoint NUFFT" if s == "pushforward" else ""
+                row(f"  SPDE step S^{d - 1} lmax={L} {s}",
+                    f"{step * 1e3:8.3f} ms = {step / ref:6.2f} x {ref_name}{extra}",
+                    f"<= {target:g}x", step / ref <= target, num=step / ref, unit=f"x {ref_name}")
+            row(f"  push-forward transform limit S^{d - 1} lmax={L}",
+                f"{t['pf_limit'] * 1e3:8.3f} ms = {t['pf_limit'] / ref:6.2f} x {ref_name} (synth + adjoint NUFFT, "
+                f"eps {NUFFT_EPS:g})", num=t["pf_limit"] / ref, unit=f"x {ref_name}")
     # setup at lmax 256 (fresh basis and grid: clear the basis cache)
     import importlib
 
@@ -247,7 +274,8 @@ def bench_spde(args) -> None:
         solve_spde(VonMisesFisher([0, 0, 1.0], 2.0), noise, beta=1.0, lmax=256, dt=2.0**-12, t_eval=[0.0],
                    tail_tol=1.0, neg_tol=10.0)
         best = min(best, time.perf_counter() - t0)
-    row("SPDE setup S^2 lmax=256 (basis, grid, initial state)", f"{best:8.3f} s", "<= 0.1 s", best <= 0.1)
+    row("SPDE setup S^2 lmax=256 (basis, grid, initial state)", f"{best:8.3f} s", "<= 0.1 s", best <= 0.1,
+        num=best, unit="s")
 
 
 # ----------------------------------------------------------------------------- characteristics
@@ -294,7 +322,7 @@ def bench_characteristics(args) -> None:
     us = meta["us"]
     tr_us = t["tr"] / meta["M"] * 1e6
     row(f"characteristics step S^2 M={meta['M']}", f"{us:6.3f} us/node/step = {us / tr_us:4.2f} x transforms "
-        f"({tr_us:.3f} us)", "<= 0.2 us", us <= 0.2)
+        f"({tr_us:.3f} us)", "<= 0.2 us", us <= 0.2, num=us, unit="us")
 
 
 # ----------------------------------------------------------------------------- CLI and W_2
@@ -316,14 +344,16 @@ def bench_cli(args) -> None:
         row("meanfield --help (wall, minus interpreter start-up)", f"{t['help'] - t['start']:8.2f} s "
             f"(start-up {t['start']:.2f} s)")
         demo = t["demo"] - t["start"]
-        row("meanfield demo (wall, minus interpreter start-up)", f"{demo:8.2f} s", "<= 2 s", demo <= 2.0)
+        row("meanfield demo (wall, minus interpreter start-up)", f"{demo:8.2f} s", "<= 2 s", demo <= 2.0, num=demo,
+            unit="s")
         if not args.quick:
             t0 = time.perf_counter()
             subprocess.run([sys.executable, "-m", "meanfield", "chaos", "--quick", "--no-progress", "--workers", "2",
                             "--out", os.path.join(tmp, "chaos")], check=True, env=env,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             wall = time.perf_counter() - t0
-            row("meanfield chaos --quick --workers 2 (wall, one run)", f"{wall:8.1f} s", "<= 30 s", wall <= 30)
+            row("meanfield chaos --quick --workers 2 (wall, one run)", f"{wall:8.1f} s", "<= 30 s", wall <= 30,
+                num=wall, unit="s")
 
 
 def bench_w2(args) -> None:
@@ -343,7 +373,7 @@ def bench_w2(args) -> None:
 
     t = interleaved({"meanfield": lambda: wasserstein(x, y, p=2), "pot": pot}, 1)
     row("exact W_2 S^2 5000 x 5000", f"meanfield {t['meanfield']:.2f} s, POT direct {t['pot']:.2f} s",
-        "same as POT")
+        "same as POT", num=t["meanfield"] / t["pot"], unit="x POT")
 
 
 def main() -> None:
@@ -352,9 +382,15 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--root", default=ROOT, help="checkout whose meanfield package is timed")
     ap.add_argument("--only", default="attention,particles,spde,characteristics,cli,w2")
+    ap.add_argument("--json", default=None, help="also write the rows (name, number, unit) to this JSON file")
+    ap.add_argument("--base", default=None,
+                    help="checkout of the version to compare with: every part is run for it and for --root, "
+                         "alternately in fresh processes, and a before/after table is printed at the end")
     args = ap.parse_args()
     args.root = os.path.abspath(args.root)
     args.repeat = max(3, args.repeat)
+    if args.base:
+        return compare(args)
     sys.path.insert(0, args.root)
     import ducc0
 
@@ -370,6 +406,38 @@ def main() -> None:
              "characteristics": bench_characteristics, "cli": bench_cli, "w2": bench_w2}
     for name in args.only.split(","):
         parts[name](args)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(RECORDS, fh)
+
+
+def compare(args) -> None:
+    """Run every part for the base checkout and for --root, alternately, and print a before/after table."""
+    import tempfile
+
+    results = {"base": [], "new": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for part in args.only.split(","):
+            for tag, root in (("base", os.path.abspath(args.base)), ("new", args.root)):
+                out = os.path.join(tmp, f"{tag}-{part}.json")
+                cmd = [sys.executable, os.path.abspath(__file__), "--root", root, "--only", part, "--repeat",
+                       str(args.repeat), "--json", out] + (["--quick"] if args.quick else [])
+                print(f"## {tag}: {part}", flush=True)
+                subprocess.run(cmd, check=True)
+                with open(out) as fh:
+                    results[tag] += json.load(fh)
+    base = {r["name"]: r for r in results["base"]}
+    print("\n| row | target | base | new | base / new | new meets target |\n|---|---|---|---|---|---|")
+    for r in results["new"]:
+        b = base.get(r["name"])
+        if r["num"] is None:
+            continue
+        bnum = None if b is None else b["num"]
+        ratio = "" if not bnum or not r["num"] else f"{bnum / r['num']:.2f}"
+        met = "" if r["ok"] is None else ("yes" if r["ok"] else "no")
+        fmt = (lambda v: "" if v is None else f"{v:.4g} {r['unit']}".strip())
+        print(f"| {r['name']} | {r['target']} | {fmt(bnum)} | {fmt(r['num'])} | {ratio} | {met} |")
+    print(f"\n(loads at the end: {load()})")
 
 
 if __name__ == "__main__":

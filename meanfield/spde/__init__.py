@@ -61,7 +61,7 @@ from ._characteristics import solve_characteristics
 from ._exponential import CFL_GROWTH, ExponentialEuler, exponential_euler_growth
 from ._initial import InitialCondition, Mixture, Uniform, VonMisesFisher, initial_condition_from_dict
 from ._pushforward import PushForward
-from ._schemes import Problem, Scheme, get_scheme, noise_on_grid, register_scheme, scheme_names
+from ._schemes import Problem, Scheme, displacement_on_grid, get_scheme, noise_on_grid, register_scheme, scheme_names
 from ._solution import SPDEResolutionError, SPDESolution, tail_fraction
 from ._solve import ATTENTION_TOL, coefficient_degrees, initial_coefficients, solve_spde
 from ._velocity import Velocity
@@ -86,6 +86,7 @@ __all__ = [
     "register_scheme",
     "scheme_names",
     "get_scheme",
+    "displacement_on_grid",
     "Velocity",
     "solve_characteristics",
     "CharacteristicsSolution",
