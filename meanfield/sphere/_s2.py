@@ -9,6 +9,7 @@ f = Σ a_l0 Y_l0 + 2 Re Σ_{m>0} a_lm Y_lm with a_lm = (b_{l,m} - i b_{l,-m})/sq
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -80,12 +81,25 @@ def alm_index(lmax: int, ell, m) -> np.ndarray:
     return m * (2 * lmax + 1 - m) // 2 + np.asarray(ell)
 
 
+@functools.lru_cache(maxsize=64)
 def _real_alm_maps(lmax: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    # cached (the SPDE solvers convert a noise increment at every step): read-only arrays
     ell = np.concatenate([np.arange(m, lmax + 1) for m in range(lmax + 1)])
     m = np.concatenate([np.full(lmax + 1 - mm, mm) for mm in range(lmax + 1)])
     pos = ell * ell + ell + m
     neg = ell * ell + ell - m
+    for a in (ell, m, pos, neg):
+        a.flags.writeable = False
     return ell, m, pos, neg
+
+
+@functools.lru_cache(maxsize=64)
+def _real_to_alm_weights(lmax: int) -> tuple[np.ndarray, np.ndarray]:
+    m = _real_alm_maps(lmax)[1]
+    s_pos = np.where(m > 0, 1 / math.sqrt(2), 1.0)
+    s_neg = np.where(m > 0, -1j / math.sqrt(2), 0.0)
+    s_pos.flags.writeable = s_neg.flags.writeable = False
+    return s_pos, s_neg
 
 
 def real_to_alm(b: np.ndarray, lmax: int) -> np.ndarray:
@@ -98,9 +112,11 @@ def real_to_alm(b: np.ndarray, lmax: int) -> np.ndarray:
     if b.ndim < 1 or b.shape[-1] != (lmax + 1) ** 2:
         raise ValueError(f"real_to_alm: b must have (lmax + 1)^2 = {(lmax + 1) ** 2} coefficients in its last axis "
                          f"for lmax = {lmax}, got shape {b.shape}")
-    _, m, pos, neg = _real_alm_maps(lmax)
-    s = np.where(m > 0, 1 / math.sqrt(2), 1.0)
-    return s * (b[..., pos] - 1j * np.where(m > 0, b[..., neg], 0.0))
+    _, _, pos, neg = _real_alm_maps(lmax)
+    s_pos, s_neg = _real_to_alm_weights(lmax)
+    out = b[..., neg] * s_neg  # -i b_{l,-m} / sqrt(2) for m > 0, 0 for m = 0
+    out += b[..., pos] * s_pos
+    return out
 
 
 def alm_to_real(a: np.ndarray, lmax: int) -> np.ndarray:

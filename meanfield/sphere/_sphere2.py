@@ -380,8 +380,13 @@ class S2Grid(Grid):
         legf = self._frame_legs(coeffs, lmax_f, radial)
         P = int(ducc0.fft.good_size(2 * mt + 2, True))
         short = self._short_rings(P)
-        mf = ducc0.sht.experimental.leg2map(leg=legf, nthreads=nt, **short)
-        mf *= ducc0.sht.experimental.leg2map(leg=legc, nthreads=nt, **short)[0] * (alpha / P)
+        nf = legf.shape[0]
+        both = np.zeros((nf + 1, self.nlat, max(lmax, K) + 1), dtype=np.complex128)
+        both[:nf, :, : K + 1] = legf
+        both[nf, :, : lmax + 1] = legc[0]
+        m_short = ducc0.sht.experimental.leg2map(leg=both, nthreads=nt, **short)
+        mf = m_short[:nf]
+        mf *= m_short[nf] * (alpha / P)
         prod = ducc0.sht.experimental.map2leg(map=mf, mmax=mt, nthreads=nt, **short)
         leg = np.zeros((1 + legf.shape[0], self.nlat, mt + 1), dtype=np.complex128)
         leg[0, :, : lmax + 1] = legc[0]
