@@ -90,8 +90,7 @@ class ExponentialEuler(Scheme):
         p, grid = self.p, self.p.grid
         # frame components of ρ_n (h v + P_x ΔW) times the quadrature weights, then the spectral divergence
         field = p.noise.field(t0, t1) if p.noise_on else None
-        flux = displacement_on_grid(grid, vel, c, p.dt, field)
-        flux *= rho_g * grid.weights
+        flux = displacement_on_grid(grid, vel, c, p.dt, field, scale=rho_g * grid.weights)
         c = c - grid.divergence(flux, weighted=True)
         if self.decay is not None:
             c *= self.decay

@@ -131,15 +131,17 @@ def noise_frame_on_grid(grid: Grid, noise: NoiseSource, t0: float, t1: float) ->
     return field_frame_on_grid(grid, noise.field(t0, t1))
 
 
-def displacement_on_grid(grid: Grid, vel, c: np.ndarray, dt: float, field=None, *, radial: bool = False) -> np.ndarray:
+def displacement_on_grid(grid: Grid, vel, c: np.ndarray, dt: float, field=None, *, radial: bool = False,
+                         scale: np.ndarray | None = None) -> np.ndarray:
     """Rows (d - 1, Q): frame components of h v[ρ](x_q) + ΔW(x_q); with ``radial`` one more row <ΔW(x_q), x_q>.
 
     ``vel`` is the run's :class:`~meanfield.spde.Velocity` (None: no attention), ``field`` the noise
-    increment of the step (None: no noise). With both, :meth:`Velocity.drift_on_grid` forms the sum
-    from ring coefficients where it can; otherwise the two parts are synthesised separately.
+    increment of the step (None: no noise), ``scale`` (Q,) an optional factor of every row (e.g.
+    ρ_n w_q for a flux). With both parts, :meth:`Velocity.drift_on_grid` forms the sum from ring
+    coefficients where it can; otherwise the two parts are synthesised separately.
     """
     if vel is not None and field is not None:
-        D = vel.drift_on_grid(grid, c, dt, field, radial=radial)
+        D = vel.drift_on_grid(grid, c, dt, field, radial=radial, scale=scale)
         if D is not None:
             return D
     k = len(grid.frame())
@@ -156,4 +158,6 @@ def displacement_on_grid(grid: Grid, vel, c: np.ndarray, dt: float, field=None, 
         else:
             for row, comp in zip(D, field_frame_on_grid(grid, field)):
                 row += comp
+    if scale is not None:
+        D *= scale
     return D

@@ -84,8 +84,11 @@ class Velocity:
             gk *= inv
         return g, conv
 
-    def drift_on_grid(self, grid: Grid, c: np.ndarray, dt: float, field, *, radial: bool = False) -> np.ndarray | None:
+    def drift_on_grid(self, grid: Grid, c: np.ndarray, dt: float, field, *, radial: bool = False,
+                      scale: np.ndarray | None = None) -> np.ndarray | None:
         """Rows (d - 1, Q) of h v[ρ] + ΔW in the grid's frame (and <ΔW, x> with ``radial``), or None.
+
+        With ``scale`` (Q,) every row is multiplied by it (one pass fewer than scaling afterwards).
 
         With F = e^{-abs(β)} K_β * ρ, h v + ΔW = (h / (β F)) (∇_S F + (β / h) F ΔW) for V = I, and
         the grid forms the bracket from ring coefficients (:meth:`~meanfield.sphere.Grid.synth_grad_times`).
@@ -99,8 +102,9 @@ class Velocity:
         if out is None:
             return None
         conv, U = out
-        s = np.multiply(conv, self.beta / dt)
-        np.divide(1.0, s, out=s)
+        s = np.divide(dt / self.beta, conv) if scale is None else np.divide(scale, conv)
+        if scale is not None:
+            s *= dt / self.beta
         U *= s
         return U
 

@@ -19,6 +19,18 @@ from .._validate import as_int, as_real_array
 __all__ = ["real_basis_s2", "n_alm", "alm_index", "real_to_alm", "alm_to_real"]
 
 
+@functools.lru_cache(maxsize=64)
+def _sh_recursion(lmax: int) -> tuple:
+    """Per degree l >= 2: the orders m < l - 1 and the coefficients a, b of the three-term recursion."""
+    out = []
+    for ell in range(2, lmax + 1):
+        ms = np.arange(ell - 1)
+        a = np.sqrt((4.0 * ell**2 - 1) / (ell**2 - ms**2))[:, None]
+        b = np.sqrt(((ell - 1.0) ** 2 - ms**2) / (4.0 * (ell - 1) ** 2 - 1))[:, None]
+        out.append((ell, ms, a, b))
+    return tuple(out)
+
+
 def _complex_sh_cartesian(lmax: int, x: np.ndarray) -> np.ndarray:
     """Y_l^m(x) for 0 <= m <= l <= lmax at unit vectors x (N, 3); shape (lmax+1, lmax+1, N), [l, m].
 
@@ -40,12 +52,22 @@ def _complex_sh_cartesian(lmax: int, x: np.ndarray) -> np.ndarray:
     if lmax >= 1:
         ms = np.arange(lmax)
         out[ms + 1, ms] = np.sqrt(2 * ms + 3)[:, None] * z * out[ms, ms]
-    for ell in range(2, lmax + 1):
-        ms = np.arange(ell - 1)
-        a = np.sqrt((4.0 * ell**2 - 1) / (ell**2 - ms**2))[:, None]
-        b = np.sqrt(((ell - 1.0) ** 2 - ms**2) / (4.0 * (ell - 1) ** 2 - 1))[:, None]
+    for ell, ms, a, b in _sh_recursion(lmax):
         out[ell, ms] = a * (z * out[ell - 1, ms] - b * out[ell - 2, ms])
     return out
+
+
+@functools.lru_cache(maxsize=64)
+def _real_layout(lmax: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For every real basis index j = l² + l + m (m = -l..l): the flat index of Y_l^abs(m) in the
+    (lmax+1)² table, whether it takes the imaginary part (m < 0), and its factor (sqrt 2 for m != 0)."""
+    ls = np.repeat(np.arange(lmax + 1), 2 * np.arange(lmax + 1) + 1)
+    ms = np.arange(ls.size) - ls * ls - ls
+    flat = ls * (lmax + 1) + np.abs(ms)
+    fac = np.where(ms == 0, 1.0, math.sqrt(2))
+    for a in (flat, ms, fac):
+        a.flags.writeable = False
+    return flat, ms < 0, fac
 
 
 def real_basis_s2(lmax: int, x: np.ndarray) -> np.ndarray:
@@ -59,15 +81,11 @@ def real_basis_s2(lmax: int, x: np.ndarray) -> np.ndarray:
     >>> round(float(B[0, 0]) ** 2 * 4 * np.pi, 12)
     1.0
     """
-    y = _complex_sh_cartesian(lmax, x)
-    out = np.empty((x.shape[0], (lmax + 1) ** 2))
-    for ell in range(lmax + 1):
-        base = ell * ell + ell
-        out[:, base] = y[ell, 0].real
-        if ell:
-            out[:, base + 1 : base + ell + 1] = math.sqrt(2) * y[ell, 1 : ell + 1].real.T
-            out[:, base - ell : base][:, ::-1] = math.sqrt(2) * y[ell, 1 : ell + 1].imag.T
-    return out
+    y = _complex_sh_cartesian(lmax, x).reshape((lmax + 1) ** 2, x.shape[0])[_real_layout(lmax)[0]]
+    _, imag, fac = _real_layout(lmax)
+    out = np.where(imag[:, None], y.imag, y.real)
+    out *= fac[:, None]
+    return np.ascontiguousarray(out.T)
 
 
 def n_alm(lmax: int) -> int:
