@@ -43,7 +43,7 @@ from .attention_spectral import select_velocity
 from .noise import check_noise
 from .noise._path import FieldIncrement
 from .sphere import project, tangent_project
-from .sphere._geometry import _normalise
+from .sphere._geometry import _normalise, _project_sum
 from .trajectory import Trajectory
 
 __all__ = [
@@ -460,12 +460,8 @@ def solve_particles(
         dW = None if noise is None else noise.field(ta, tb)
         v = None if off else velocity(x)
         if scheme == "euler":
-            z = x.copy()
-            if v is not None:
-                z += dt * v
-            if dW is not None:
-                z += field_at(dW, x)
-            x = proj(z)
+            x = _project_sum(x, dt, v, None if dW is None else field_at(dW, x))
+            x.flags.writeable = False
         else:
             pdw = 0.0 if dW is None else tangent_project(x, field_at(dW, x))
             z = x + pdw if v is None else x + dt * v + pdw

@@ -352,8 +352,11 @@ class HypersphereGrid(Grid):
     def gradient(self, c):
         return self.components(self.basis.gradient_at(c, self.points))
 
-    def divergence(self, comps):
-        return -self.basis.gradient_adjoint(self.weights[:, None] * self.ambient(comps), self.points)
+    def divergence(self, comps, *, weighted=False):
+        F = self.ambient(comps)
+        if not weighted:
+            F *= self.weights[:, None]
+        return -self.basis.gradient_adjoint(F, self.points)
 
     def synth_real(self, coeffs, lmax):
         b = self.basis if lmax == self.lmax else type(self.basis)(lmax)
