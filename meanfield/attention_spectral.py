@@ -320,7 +320,7 @@ class SpectralAttention:
             return tangent_project(x, np.broadcast_to(mean, x.shape))
         if w is None:
             wmin = 1.0 / n
-            w = np.full(n, wmin)
+            w = self._uniform_weights(n)
         else:
             wmin = float(w.min())
         L, eps, _ = self._plan(self._gmin(wmin))
@@ -333,6 +333,15 @@ class SpectralAttention:
 
     __call__ = velocity
 
+    def _uniform_weights(self, n: int) -> np.ndarray:
+        # kept between calls (a solver calls with the same N every step): read-only, shared
+        cached = getattr(self, "_uniform", None)
+        if cached is None or cached.shape[0] != n:
+            cached = np.full(n, 1.0 / n)
+            cached.flags.writeable = False
+            self._uniform = cached
+        return cached
+
     def _velocity_s2(self, x, w, L, lam, eps):
         # angles shared with the other transforms at these points (e.g. the noise field of the same step)
         pts = s2_points(x)
@@ -343,9 +352,7 @@ class SpectralAttention:
         grad = ducc0.sht.synthesis_general(
             alm=alm, spin=1, lmax=L, loc=loc, epsilon=eps, nthreads=self.nthreads, mode="DERIV1"
         )
-        np.multiply(g, self.beta, out=g)
-        np.divide(1.0, g, out=g)
-        return pts.tangent(grad[0], grad[1], g)
+        return pts.tangent(grad[0], grad[1], divide_by=g, factor=self.beta)  # ∇g / (β g)
 
     def _velocity_s1(self, x, w, L, lam, eps):
         backend = self.s1_backend

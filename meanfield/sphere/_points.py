@@ -109,9 +109,16 @@ class S2Points:
             self._frame = (self.tangent(np.ones(n), np.zeros(n)), self.tangent(np.zeros(n), np.ones(n)))
         return self._frame
 
-    def tangent(self, a: np.ndarray, b: np.ndarray, scale: np.ndarray | None = None) -> np.ndarray:
-        """Cartesian vectors s (a e_θ + b e_φ), shape (N, 3) (``scale`` s optional, per point)."""
+    def tangent(self, a: np.ndarray, b: np.ndarray, scale: np.ndarray | None = None, *,
+                divide_by: np.ndarray | None = None, factor: float = 1.0) -> np.ndarray:
+        """Cartesian vectors s (a e_θ + b e_φ), shape (N, 3) (``scale`` s optional, per point).
+
+        ``divide_by`` g (per point) with ``factor`` c gives s = 1 / (c g) without a full-size pass
+        for the reciprocal (the attention velocity's 1 / (β g)).
+        """
         out = np.empty_like(self.x)
+        if divide_by is not None and scale is not None:
+            raise ValueError("pass either scale or divide_by, not both")
 
         def rows(s: int, e: int) -> None:
             x0, x1, x2 = self.x[s:e, 0], self.x[s:e, 1], self.x[s:e, 2]
@@ -119,7 +126,11 @@ class S2Points:
             aa, bb = a[s:e], b[s:e]
             pole = r == 0
             q = np.where(pole, 1.0, r)
-            if scale is None:
+            if divide_by is not None:
+                q *= divide_by[s:e]
+                q *= factor
+                np.divide(1.0, q, out=q)  # 1 / (c g r)
+            elif scale is None:
                 np.divide(1.0, q, out=q)
             else:
                 np.divide(scale[s:e], q, out=q)  # s / r
@@ -132,7 +143,10 @@ class S2Points:
             np.multiply(ar, r * r, out=o[:, 2])  # a s r
             np.negative(o[:, 2], out=o[:, 2])
             if pole.any():
-                sp = 1.0 if scale is None else scale[s:e][pole]
+                if divide_by is not None:
+                    sp = 1.0 / (factor * divide_by[s:e][pole])
+                else:
+                    sp = 1.0 if scale is None else scale[s:e][pole]
                 o[pole, 0] = aa[pole] * sp * x2[pole]
                 o[pole, 1] = bb[pole] * sp
                 o[pole, 2] = 0.0
