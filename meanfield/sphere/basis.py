@@ -186,10 +186,13 @@ class Grid(abc.ABC):
 
         ``D`` has d rows: the d - 1 frame components of the displacement and its radial part r.
         Returns unit vectors (Q, d), or with ``cartesian=False`` whatever the basis' point
-        transforms take where that is cheaper (S^2: the points' angles, without Cartesian vectors).
+        transforms take where that is cheaper (S^2: the points' angles, without Cartesian vectors;
+        a basis whose transforms read directions only: the vectors before Π).
         """
         y = self.ambient(D[:-1])
         y += (1.0 + D[-1])[:, None] * self.points
+        if not cartesian and self.basis.directions_only:
+            return y  # the point transforms read its angles, which Π does not change
         inv = np.einsum("ij,ij->i", y, y)
         np.sqrt(inv, out=inv)
         np.divide(1.0, inv, out=inv)
