@@ -432,10 +432,11 @@ def main() -> None:
 
 def compare(args) -> None:
     """Run every part for the base checkout and for --root, alternately (``--rounds`` times), and print a
-    before/after table of the best value of every row."""
+    before/after table: the best time of every row, its ratio to its reference as the median over the
+    rounds, and in how many rounds the new version met the target."""
     import tempfile
 
-    results: dict[str, dict[str, dict]] = {"base": {}, "new": {}}
+    rounds: dict[str, dict[str, list[dict]]] = {"base": {}, "new": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for part in args.only.split(","):
             for rnd in range(args.rounds):
@@ -447,24 +448,29 @@ def compare(args) -> None:
                     subprocess.run(cmd, check=True)
                     with open(out) as fh:
                         for r in json.load(fh):
-                            best = results[tag].get(r["name"])
-                            if r["num"] is None:
-                                continue
-                            better = best is None or (r["num"] > best["num"] if r["higher"] else r["num"] < best["num"])
-                            if better:
-                                results[tag][r["name"]] = r
-    print("\n| row | target | base | new | speed-up | new, relative | new meets target |\n|---|---|---|---|---|---|---|")
-    for name, r in results["new"].items():
-        b = results["base"].get(name)
-        bnum = None if b is None else b["num"]
-        if bnum and r["num"]:
-            up = f"{r['num'] / bnum:.2f}" if r["higher"] else f"{bnum / r['num']:.2f}"
-        else:
-            up = ""
-        met = "" if r["ok"] is None else ("yes" if r["ok"] else "no")
+                            if r["num"] is not None:
+                                rounds[tag].setdefault(r["name"], []).append(r)
+
+    def best(rs):
+        return (max if rs[0]["higher"] else min)(r["num"] for r in rs)
+
+    print("\n| row | target | base | new | speed-up | new, relative (median) | new meets target |\n"
+          "|---|---|---|---|---|---|---|")
+    for name, rs in rounds["new"].items():
+        r = rs[0]
+        bnum = best(rounds["base"][name]) if name in rounds["base"] else None
+        num = best(rs)
+        up = "" if not (bnum and num) else (f"{num / bnum:.2f}" if r["higher"] else f"{bnum / num:.2f}")
+        rel = ""
+        if r["rel"]:
+            vals = sorted(float(x["rel"].split()[0]) for x in rs)
+            rel = f"{float(np.median(vals)):.2f} {r['rel'].split(' ', 1)[1]} ({vals[0]:.2f}-{vals[-1]:.2f})"
+        oks = [x["ok"] for x in rs if x["ok"] is not None]
+        met = f"{sum(oks)} of {len(oks)} rounds" if oks else ""
         fmt = (lambda v: "" if v is None else f"{v:.4g} {r['unit']}".strip())
-        print(f"| {name} | {r['target']} | {fmt(bnum)} | {fmt(r['num'])} | {up} | {r['rel']} | {met} |")
-    print(f"\n(best of {args.rounds} alternating rounds per checkout; loads at the end: {load()})")
+        print(f"| {name} | {r['target']} | {fmt(bnum)} | {fmt(num)} | {up} | {rel} | {met} |")
+    print(f"\n(best time of {args.rounds} alternating rounds per checkout, relative cost as the median and range "
+          f"over the rounds; loads at the end: {load()})")
 
 
 if __name__ == "__main__":
