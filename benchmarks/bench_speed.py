@@ -229,7 +229,7 @@ def bench_spde(args) -> None:
             c = b.zeros()
             c[0] = 1.0
             dt = 2.0**-12
-            k = 8 if (d == 3 and L >= 256) else (16 if d == 3 else 64)
+            k = 8 if (d == 3 and L >= 256) else (16 if d == 3 and L >= 128 else 64)
             # the push-forward's own transform limit: ρ on the grid and one adjoint non-uniform
             # transform at the moved nodes (at the scheme's accuracy)
             rng = np.random.default_rng(0)
