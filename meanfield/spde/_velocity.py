@@ -88,12 +88,11 @@ class Velocity:
                       scale: np.ndarray | None = None) -> np.ndarray | None:
         """Rows (d - 1, Q) of h v[ρ] + ΔW in the grid's frame (and <ΔW, x> with ``radial``), or None.
 
-        With ``scale`` (Q,) every row is multiplied by it (one pass fewer than scaling afterwards).
-
         With F = e^{-abs(β)} K_β * ρ, h v + ΔW = (h / (β F)) (∇_S F + (β / h) F ΔW) for V = I, and
         the grid forms the bracket from ring coefficients (:meth:`~meanfield.sphere.Grid.synth_grad_times`).
         None where that does not apply (a value matrix V, a field without harmonic coefficients, a
-        grid too coarse for it): the caller then adds the two parts itself.
+        grid too coarse for it): the caller then adds the two parts itself. With ``scale`` (Q,)
+        every row is multiplied by it (one pass fewer than scaling afterwards).
         """
         if self.V is not None or field.coeffs is None or field.lmax is None:
             return None
