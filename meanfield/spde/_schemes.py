@@ -15,8 +15,8 @@ import numpy as np
 from ..noise import NoiseSource
 from ..sphere import Basis, Grid
 
-__all__ = ["Problem", "Scheme", "register_scheme", "get_scheme", "scheme_names", "noise_on_grid", "noise_frame_on_grid",
-           "field_on_grid", "field_frame_on_grid", "displacement_on_grid"]
+__all__ = ["Problem", "Scheme", "register_scheme", "get_scheme", "scheme_names", "noise_on_grid", "field_on_grid",
+           "field_frame_on_grid", "displacement_on_grid"]
 
 _SCHEMES: dict[str, type] = {}
 
@@ -125,12 +125,6 @@ def noise_on_grid(grid: Grid, noise: NoiseSource, t0: float, t1: float) -> np.nd
     return field_on_grid(grid, noise.field(t0, t1))
 
 
-def noise_frame_on_grid(grid: Grid, noise: NoiseSource, t0: float, t1: float) -> list[np.ndarray]:
-    """Frame components of P_x ΔW(x_q) over [t0, t1] at the grid nodes (the tangential part of
-    :func:`noise_on_grid`), synthesised directly where the grid can (no ambient map)."""
-    return field_frame_on_grid(grid, noise.field(t0, t1))
-
-
 def displacement_on_grid(grid: Grid, vel, c: np.ndarray, dt: float, field=None, *, radial: bool = False,
                          scale: np.ndarray | None = None) -> np.ndarray:
     """Rows (d - 1, Q): frame components of h v[ρ](x_q) + ΔW(x_q); with ``radial`` one more row <ΔW(x_q), x_q>.
@@ -144,20 +138,17 @@ def displacement_on_grid(grid: Grid, vel, c: np.ndarray, dt: float, field=None, 
         D = vel.drift_on_grid(grid, c, dt, field, radial=radial, scale=scale)
         if D is not None:
             return D
-    k = len(grid.frame())
-    D = np.zeros((k + int(radial), grid.Q))
+    D = np.zeros((len(grid.frame()) + int(radial), grid.Q))
     if vel is not None:
         for row, vk in zip(D, vel.on_grid(grid, c)[0]):
             np.multiply(vk, dt, out=row)
     if field is not None:
         if radial:
-            F = field_on_grid(grid, field)
-            for row, comp in zip(D, grid.components(F)):
-                row += comp
-            D[k] = np.einsum("ij,ij->i", F, grid.points)
+            comps = grid.components(field_on_grid(grid, field), radial=True)
         else:
-            for row, comp in zip(D, field_frame_on_grid(grid, field)):
-                row += comp
+            comps = field_frame_on_grid(grid, field)
+        for row, comp in zip(D, comps):
+            row += comp
     if scale is not None:
         D *= scale
     return D

@@ -101,8 +101,10 @@ class Velocity:
         if out is None:
             return None
         conv, U = out
-        s = np.divide(dt / self.beta, conv) if scale is None else np.divide(scale, conv)
-        if scale is not None:
+        if scale is None:
+            s = np.divide(dt / self.beta, conv)
+        else:
+            s = np.divide(scale, conv)
             s *= dt / self.beta
         U *= s
         return U

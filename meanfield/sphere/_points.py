@@ -116,9 +116,9 @@ class S2Points:
         ``divide_by`` g (per point) with ``factor`` c gives s = 1 / (c g) without a full-size pass
         for the reciprocal (the attention velocity's 1 / (β g)).
         """
-        out = np.empty_like(self.x)
         if divide_by is not None and scale is not None:
             raise ValueError("pass either scale or divide_by, not both")
+        out = np.empty_like(self.x)
 
         def rows(s: int, e: int) -> None:
             x0, x1, x2 = self.x[s:e, 0], self.x[s:e, 1], self.x[s:e, 2]

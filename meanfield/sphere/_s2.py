@@ -81,8 +81,8 @@ def real_basis_s2(lmax: int, x: np.ndarray) -> np.ndarray:
     >>> round(float(B[0, 0]) ** 2 * 4 * np.pi, 12)
     1.0
     """
-    y = _complex_sh_cartesian(lmax, x).reshape((lmax + 1) ** 2, x.shape[0])[_real_layout(lmax)[0]]
-    _, imag, fac = _real_layout(lmax)
+    flat, imag, fac = _real_layout(lmax)
+    y = _complex_sh_cartesian(lmax, x).reshape((lmax + 1) ** 2, x.shape[0])[flat]
     out = np.where(imag[:, None], y.imag, y.real)
     out *= fac[:, None]
     return np.ascontiguousarray(out.T)

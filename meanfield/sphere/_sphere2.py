@@ -388,7 +388,7 @@ class S2Grid(Grid):
         mf = m_short[:nf]
         mf *= m_short[nf] * (alpha / P)
         prod = ducc0.sht.experimental.map2leg(map=mf, mmax=mt, nthreads=nt, **short)
-        leg = np.zeros((1 + legf.shape[0], self.nlat, mt + 1), dtype=np.complex128)
+        leg = np.zeros((1 + nf, self.nlat, mt + 1), dtype=np.complex128)
         leg[0, :, : lmax + 1] = legc[0]
         leg[1:] = prod
         leg[1:3, :, : lmax + 1] += legg

@@ -169,9 +169,11 @@ class Grid(abc.ABC):
     def frame(self) -> list[np.ndarray]:
         """Orthonormal tangent frame at the nodes, d - 1 arrays of shape (Q, d)."""
 
-    def components(self, F: np.ndarray) -> list[np.ndarray]:
-        """Frame components F·e_k of an ambient field F (Q, d); the normal part is dropped (= P_x F)."""
-        return [np.einsum("ij,ij->i", F, e) for e in self.frame()]
+    def components(self, F: np.ndarray, *, radial: bool = False) -> list[np.ndarray]:
+        """Frame components F·e_k of an ambient field F (Q, d); the normal part is dropped (= P_x F),
+        or with ``radial`` appended as a last component F·x."""
+        axes = [*self.frame(), self.points] if radial else self.frame()
+        return [np.einsum("ij,ij->i", F, e) for e in axes]
 
     def ambient(self, comps: list[np.ndarray]) -> np.ndarray:
         """Ambient tangent vectors Σ_k comps_k e_k, shape (Q, d)."""
@@ -241,9 +243,7 @@ class Grid(abc.ABC):
         if vals is None:
             return None
         f, g = self.synth_grad(c, lmax)
-        rows = [np.einsum("ij,ij->i", vals, e) for e in self.frame()]
-        if radial:
-            rows.append(np.einsum("ij,ij->i", vals, self.points))
+        rows = self.components(vals, radial=radial)
         U = np.empty((len(rows), self.Q))
         af = alpha * f
         for k, r in enumerate(rows):
