@@ -95,6 +95,7 @@ from .attention import DEFAULT_BLOCK, attention_eigenvalues, attention_velocity,
 from .harmonics import harmonic_dimension, sphere_area
 from .sphere import basis
 from .sphere._points import s2_points
+from .sphere._s2 import synthesis_at
 
 __all__ = [
     "SpectralAttention",
@@ -348,10 +349,8 @@ class SpectralAttention:
         loc = pts.loc
         alm = _s2_adjoint(w, loc, L, eps, self.nthreads)
         alm = (lam[basis(3, L).ell] * alm)[None, :]
-        g = ducc0.sht.synthesis_general(alm=alm, spin=0, lmax=L, loc=loc, epsilon=eps, nthreads=self.nthreads)[0]
-        grad = ducc0.sht.synthesis_general(
-            alm=alm, spin=1, lmax=L, loc=loc, epsilon=eps, nthreads=self.nthreads, mode="DERIV1"
-        )
+        g = synthesis_at(alm, L, loc, epsilon=eps, nthreads=self.nthreads)[0]
+        grad = synthesis_at(alm, L, loc, spin=1, mode="DERIV1", epsilon=eps, nthreads=self.nthreads)
         return pts.tangent(grad[0], grad[1], divide_by=g, factor=self.beta)  # ∇g / (β g)
 
     def _velocity_s1(self, x, w, L, lam, eps):

@@ -11,7 +11,7 @@ import numpy as np
 from .._threads import default_threads
 from ._points import S2Points, parallel_rows, s2_points
 from ._quadrature import gauss_legendre
-from ._s2 import _complex_sh_cartesian, alm_index, alm_to_real, n_alm, real_basis_s2, real_to_alm
+from ._s2 import _complex_sh_cartesian, alm_index, alm_to_real, n_alm, real_basis_s2, real_to_alm, synthesis_at
 from .basis import Basis, Grid, register_basis
 
 __all__ = ["S2Basis", "S2Grid", "NUFFT_EPS"]
@@ -104,8 +104,8 @@ class S2Basis(Basis):
 
     def evaluate(self, c, x, *, epsilon=None):
         # x: unit vectors (N, 3) or their S2Points (angles shared with other transforms)
-        return ducc0.sht.synthesis_general(alm=c[None], spin=0, lmax=self.lmax, loc=s2_points(x).loc,
-                                           epsilon=epsilon or NUFFT_EPS, nthreads=default_threads())[0]
+        return synthesis_at(c[None], self.lmax, s2_points(x).loc, epsilon=epsilon or NUFFT_EPS,
+                            nthreads=default_threads())[0]
 
     def adjoint(self, values, x, *, epsilon=None):
         out = ducc0.sht.experimental.adjoint_synthesis_general(
@@ -116,8 +116,8 @@ class S2Basis(Basis):
 
     def gradient_at(self, c, x, *, epsilon=None):
         pts = s2_points(x)
-        gr = ducc0.sht.synthesis_general(alm=c[None], spin=1, lmax=self.lmax, loc=pts.loc, epsilon=epsilon or NUFFT_EPS,
-                                         nthreads=default_threads(), mode="DERIV1")
+        gr = synthesis_at(c[None], self.lmax, pts.loc, spin=1, mode="DERIV1", epsilon=epsilon or NUFFT_EPS,
+                          nthreads=default_threads())
         return pts.tangent(gr[0], gr[1])
 
     def hessian_at(self, c, x, *, epsilon=None):
@@ -126,15 +126,15 @@ class S2Basis(Basis):
         # U = -2 H_θφ (ducc0 conventions, checked against the derivative of the gradient).
         pts = s2_points(x)
         ell = self.ell.astype(float)
-        kw = dict(lmax=self.lmax, loc=pts.loc, epsilon=epsilon or NUFFT_EPS, nthreads=default_threads())
+        kw = dict(epsilon=epsilon or NUFFT_EPS, nthreads=default_threads())
         alm = np.ascontiguousarray(c[None])
-        val = ducc0.sht.synthesis_general(alm=alm, spin=0, **kw)[0]
-        g = ducc0.sht.synthesis_general(alm=alm, spin=1, mode="DERIV1", **kw)
-        lap = ducc0.sht.synthesis_general(alm=(-ell * (ell + 1) * c)[None], spin=0, **kw)[0]
+        val = synthesis_at(alm, self.lmax, pts.loc, **kw)[0]
+        g = synthesis_at(alm, self.lmax, pts.loc, spin=1, mode="DERIV1", **kw)
+        lap = synthesis_at((-ell * (ell + 1) * c)[None], self.lmax, pts.loc, **kw)[0]
         n = pts.loc.shape[0]
         if self.lmax >= 2:
             e2 = np.sqrt(np.maximum((ell - 1) * ell * (ell + 1) * (ell + 2), 0.0)) * c
-            qu = ducc0.sht.synthesis_general(alm=np.stack([e2, np.zeros_like(e2)]), spin=2, **kw)
+            qu = synthesis_at(np.stack([e2, np.zeros_like(e2)]), self.lmax, pts.loc, spin=2, **kw)
         else:
             qu = np.zeros((2, n))
         et, ep = pts.frame()

@@ -38,6 +38,44 @@ def test_deterministic_block_sets_one_thread_only_inside_and_only_in_its_thread(
         default_threads()
 
 
+def test_inside_deterministic_spin0_point_syntheses_are_exact_sums(monkeypatch):
+    """Inside deterministic() no spin-0 field at points goes through ducc0's synthesis_general (which
+    gives another last bit in some calls, on one thread, as the addresses of its buffers vary: this
+    made the chaos records of a Dask worker differ from the serial run's): evaluation, the Hessian's
+    value and Laplacian, and the spectral attention's g take the exact sum. Outside the block the
+    non-uniform transform is used, and both agree to its accuracy."""
+    import ducc0
+
+    from meanfield.attention_spectral import SpectralAttention
+    from meanfield.sphere import basis
+
+    spins = []
+    general = ducc0.sht.synthesis_general
+
+    def spy(**kw):
+        spins.append(kw["spin"])
+        return general(**kw)
+
+    monkeypatch.setattr(ducc0.sht, "synthesis_general", spy)
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(2000, 3))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    att = SpectralAttention(3, 2.0)
+    for lmax in (16, 40):
+        b = basis(3, lmax)
+        c = b.from_real(rng.normal(size=b.n_real))
+        spins.clear()
+        with deterministic():
+            exact, hess, v_exact = b.evaluate(c, x), b.hessian_at(c, x), att(x)
+        assert 0 not in spins and spins  # the gradient and spin-2 parts still use the fast transform
+        spins.clear()
+        nufft, v_nufft = b.evaluate(c, x), att(x)
+        assert 0 in spins
+        assert np.abs(exact - nufft).max() <= 1e-11 * np.abs(nufft).max()
+        assert np.abs(hess[0] - nufft).max() <= 1e-11 * np.abs(nufft).max()
+        assert np.abs(v_exact - v_nufft).max() <= 1e-9 * np.abs(v_nufft).max()
+
+
 def _solve(scheme: str) -> bytes:
     noise = NoisePath(ActivationKernel("relu"), d=3, lmax=6, seed=1, t_max=0.25)
     extra = {"n_lat": 24} if scheme == "characteristics" else {}
