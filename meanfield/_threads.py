@@ -8,8 +8,8 @@ points in an order that depends on the threads' timing, so the same call can dif
 last bits from one call to the next; ducc0's spin-0 ``synthesis_general`` does so even on
 one thread, in a few per cent of calls (the result follows the addresses of its internal
 buffers). Inside :func:`deterministic` (or with ``MEANFIELD_NUM_THREADS=1``) every transform
-runs on one thread and spin-0 fields at arbitrary points are summed exactly
-(:func:`meanfield.sphere._s2.synthesis_at`), so the results are bit-identical between calls,
+runs on one thread and spin-0 fields at arbitrary points take a route that does not depend on
+memory addresses (:func:`meanfield.sphere._s2.synthesis_at`), so the results are bit-identical between calls,
 runs, processes and executors; the study runner runs every
 task that way (:func:`meanfield.runner.run_study`, ``deterministic=True``).
 """

@@ -20,9 +20,6 @@ from .._validate import as_int, as_real_array
 
 __all__ = ["real_basis_s2", "n_alm", "alm_index", "real_to_alm", "alm_to_real", "synthesis_at"]
 
-#: Ring-coefficient entries (points x orders) per block of the exact point synthesis (32 MiB).
-_EXACT_BLOCK_ENTRIES = 1 << 21
-
 
 @functools.lru_cache(maxsize=64)
 def _sh_recursion(lmax: int) -> tuple:
@@ -166,17 +163,21 @@ def synthesis_at(alm: np.ndarray, lmax: int, loc: np.ndarray, *, spin: int = 0, 
     """Fields of ducc0 coefficients at arbitrary points: the one entry point of the S^2 point syntheses.
 
     f(θ_i, φ_i) = Σ_{l, m} a_lm Y_lm(θ_i, φ_i) (ducc0's ``synthesis_general`` conventions, any spin
-    and mode), to ``epsilon`` by ducc0's non-uniform transform; shapes ``alm`` (ncomp, n_alm(lmax)),
-    ``loc`` (N, 2) of (colatitude, longitude), result (ncomp, N).
+    and mode), to ``epsilon``; shapes ``alm`` (ncomp, n_alm(lmax)), ``loc`` (N, 2) of
+    (colatitude, longitude), result (ncomp, N).
 
-    Inside :func:`meanfield.deterministic`, spin-0 fields are summed exactly instead: the Legendre
-    coefficients of each point's own ring (``alm2leg`` at the points' colatitudes), then
-    Σ_m leg_m e^{i m φ_i} as a ring of one pixel starting at φ_i (``leg2map`` folds every order onto it).
-    ducc0 0.42's ``synthesis_general`` with spin 0 and ``epsilon`` <= 1e-12 gives results that differ
-    in the last bit between calls with the same inputs, on one thread, in about 1-3 % of calls at small
-    degrees (measured: degree 16 at 512 points); which result comes out follows the memory addresses
-    of its internal buffers, so two processes of one study could disagree. The exact sum costs
-    O(N lmax²) instead of O(N + lmax² log lmax), and agrees with the non-uniform transform to its accuracy.
+    Inside :func:`meanfield.deterministic` spin-0 fields take another route. ducc0 0.42's
+    ``synthesis_general`` with spin 0 gives results that differ in the last bit between calls with
+    the same inputs, on one thread, in about 1-3 % of calls at small degrees (measured: degree 16 at
+    512 points); which result comes out follows the memory addresses of its internal buffers, so two
+    processes of one study could disagree. The route used instead: f extended to the doubled circle,
+    F(θ, φ) = f(2π - θ, φ + π) for θ > π, is a trigonometric polynomial of degree lmax in both
+    angles; its Fourier coefficients come exactly from the Legendre coefficients on the rings
+    θ_j = 2π j / (2 lmax + 2), j <= lmax + 1 (``alm2leg``; ring 2 lmax + 2 - j is ring j turned by π)
+    and an FFT in θ, and ducc0's 2-D non-uniform FFT (``nufft.u2nu``, two real fields per complex
+    call) evaluates it at the points. Each piece gave the same bits whatever the memory addresses
+    (600 calls per case with the heap churned between them); the cost is about twice that of
+    ``synthesis_general``, with the same accuracy.
 
     Examples
     --------
@@ -191,20 +192,31 @@ def synthesis_at(alm: np.ndarray, lmax: int, loc: np.ndarray, *, spin: int = 0, 
     True
     """
     if spin == 0 and mode == "STANDARD" and is_deterministic():
-        return _exact_spin0(alm, lmax, loc, nthreads)
+        return _torus_spin0(alm, lmax, loc, epsilon, nthreads)
     return ducc0.sht.synthesis_general(alm=alm, spin=spin, lmax=lmax, loc=loc, epsilon=epsilon,
                                        nthreads=nthreads, mode=mode)
 
 
-def _exact_spin0(alm: np.ndarray, lmax: int, loc: np.ndarray, nthreads: int) -> np.ndarray:
+def _torus_spin0(alm: np.ndarray, lmax: int, loc: np.ndarray, epsilon: float, nthreads: int) -> np.ndarray:
     alm = np.ascontiguousarray(alm, dtype=np.complex128)
-    n = loc.shape[0]
-    out = np.empty((alm.shape[0], n))
-    block = max(1, _EXACT_BLOCK_ENTRIES // (lmax + 1))
-    for s in range(0, n, block):
-        e = min(n, s + block)
-        leg = np.concatenate([ducc0.sht.experimental.alm2leg(alm=a[None], lmax=lmax, theta=np.ascontiguousarray(loc[s:e, 0]),
-                                                              spin=0, nthreads=nthreads) for a in alm])
-        ducc0.sht.experimental.leg2map(leg=leg, nphi=np.ones(e - s, dtype=np.uintp), phi0=np.ascontiguousarray(loc[s:e, 1]),
-                                       ringstart=np.arange(e - s, dtype=np.uintp), nthreads=nthreads, map=out[:, s:e])
+    ncomp, L = alm.shape[0], lmax
+    nt, half = 2 * L + 2, L + 2
+    theta = 2 * np.pi * np.arange(half) / nt
+    leg = np.concatenate([ducc0.sht.experimental.alm2leg(alm=a[None], lmax=L, theta=theta, spin=0, nthreads=nthreads)
+                          for a in alm])  # (ncomp, half, L + 1): f = Σ_m leg_m e^{imφ}, leg_{-m} = conj(leg_m)
+    c = np.empty((ncomp, nt, 2 * L + 1), dtype=np.complex128)  # φ-coefficients m = -L..L at index m + L
+    c[:, :half, L:] = leg
+    c[:, :half, L] = leg[:, :, 0].real
+    c[:, :half, :L] = np.conj(leg[:, :, :0:-1])
+    c[:, half:] = c[:, nt - half : 0 : -1] * np.where(np.arange(-L, L + 1) % 2 == 0, 1.0, -1.0)
+    # (1/nt) Σ_j c_j e^{-ikθ_j}, then centred order (k = -nt/2 .. nt/2 - 1) for u2nu
+    grid = np.fft.fftshift(ducc0.fft.c2c(c, axes=(1,), forward=True, inorm=2, nthreads=nthreads), axes=1)
+    out = np.empty((ncomp, loc.shape[0]))
+    for i in range(0, ncomp, 2):
+        g = grid[i] if i + 1 == ncomp else grid[i] + 1j * grid[i + 1]  # two real fields in one complex call
+        v = ducc0.nufft.u2nu(grid=g, coord=loc, forward=False, epsilon=epsilon, nthreads=nthreads,
+                             periodicity=2 * np.pi)
+        out[i] = v.real
+        if i + 1 < ncomp:
+            out[i + 1] = v.imag
     return out

@@ -38,12 +38,12 @@ def test_deterministic_block_sets_one_thread_only_inside_and_only_in_its_thread(
         default_threads()
 
 
-def test_inside_deterministic_spin0_point_syntheses_are_exact_sums(monkeypatch):
+def test_inside_deterministic_spin0_point_syntheses_avoid_synthesis_general(monkeypatch):
     """Inside deterministic() no spin-0 field at points goes through ducc0's synthesis_general (which
     gives another last bit in some calls, on one thread, as the addresses of its buffers vary: this
     made the chaos records of a Dask worker differ from the serial run's): evaluation, the Hessian's
-    value and Laplacian, and the spectral attention's g take the exact sum. Outside the block the
-    non-uniform transform is used, and both agree to its accuracy."""
+    value and Laplacian, and the spectral attention's g take the doubled-circle route. Outside the
+    block synthesis_general is used, and both agree to the transforms' accuracy (1e-12 requested)."""
     import ducc0
 
     from meanfield.attention_spectral import SpectralAttention

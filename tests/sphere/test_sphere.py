@@ -175,3 +175,28 @@ def test_moved_nodes_are_the_projected_displacement(d):
         assert np.abs(moved.loc[:, 0] - th).max() < 1e-12
         dphi = np.angle(np.exp(1j * (moved.loc[:, 1] - ph)))
         assert np.abs(dphi * np.sin(th)).max() < 1e-12
+
+
+@pytest.mark.parametrize("lmax", [0, 1, 5, 33])
+def test_deterministic_point_synthesis_equals_synthesis_general(lmax):
+    """The spin-0 route of deterministic() (the field on the doubled circle of colatitudes, a 2-D
+    non-uniform FFT; three fields, so one complex call carries two) equals ducc0's synthesis_general
+    at the poles, at longitudes outside [0, 2π) and elsewhere, to the 1e-12 both request."""
+    import ducc0
+
+    from meanfield import deterministic
+    from meanfield.sphere._s2 import synthesis_at
+
+    rng = np.random.default_rng(lmax)
+    n = (lmax + 1) * (lmax + 2) // 2
+    alm = rng.normal(size=(3, n)) + 1j * rng.normal(size=(3, n))
+    alm[:, : lmax + 1] = alm[:, : lmax + 1].real  # m = 0: real for a real field
+    loc = np.stack([rng.uniform(0, np.pi, 700), rng.uniform(-7, 14, 700)], axis=1)
+    loc[:3, 0] = [0.0, np.pi, 1e-9]
+    with deterministic():
+        got = synthesis_at(alm, lmax, loc, epsilon=1e-12, nthreads=1)
+    wrapped = np.stack([loc[:, 0], np.mod(loc[:, 1], 2 * np.pi)], axis=1)
+    ref = np.stack([ducc0.sht.synthesis_general(alm=a[None], spin=0, lmax=lmax, loc=wrapped, epsilon=1e-12,
+                                                nthreads=1)[0] for a in alm])
+    assert got.shape == (3, 700)
+    assert np.abs(got - ref).max() <= 1e-11 * np.abs(ref).max()
