@@ -246,10 +246,7 @@ class NoisePath(NoiseSource):
             for s in range(0, n, block):
                 out[s : s + block] = b.real_basis(x[s : s + block]) @ coeffs.T
             return out
-        state = b.from_real(coeffs)
-        pts = b.points(x)  # angles once for the d components
-        for a in range(self.d):
-            out[:, a] = b.evaluate(state[a], pts, epsilon=epsilon)
+        out[:] = b.synth_rows(b.from_real(coeffs), x, grad=False, epsilon=epsilon)[0].T
         return out
 
 

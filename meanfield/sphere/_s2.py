@@ -164,7 +164,7 @@ def synthesis_at(alm: np.ndarray, lmax: int, loc: np.ndarray, *, spin: int = 0, 
 
     f(θ_i, φ_i) = Σ_{l, m} a_lm Y_lm(θ_i, φ_i) (ducc0's ``synthesis_general`` conventions, any spin
     and mode), to ``epsilon``; shapes ``alm`` (ncomp, n_alm(lmax)), ``loc`` (N, 2) of
-    (colatitude, longitude), result (ncomp, N).
+    (colatitude, longitude), result (ncomp, N). With spin 0, ``ncomp`` fields of any number.
 
     Inside :func:`meanfield.deterministic` spin-0 fields take another route. ducc0 0.42's
     ``synthesis_general`` with spin 0 gives results that differ in the last bit between calls with
@@ -191,8 +191,11 @@ def synthesis_at(alm: np.ndarray, lmax: int, loc: np.ndarray, *, spin: int = 0, 
     >>> np.allclose(v, [[np.sqrt(3 / (4 * np.pi)), 0.0]])
     True
     """
-    if spin == 0 and mode == "STANDARD" and is_deterministic():
-        return _torus_spin0(alm, lmax, loc, epsilon, nthreads)
+    if spin == 0 and mode == "STANDARD":
+        if is_deterministic():
+            return _torus_spin0(alm, lmax, loc, epsilon, nthreads)
+        if alm.shape[0] > 1:  # ducc0 takes one spin-0 field per call
+            return np.stack([synthesis_at(a[None], lmax, loc, epsilon=epsilon, nthreads=nthreads)[0] for a in alm])
     return ducc0.sht.synthesis_general(alm=alm, spin=spin, lmax=lmax, loc=loc, epsilon=epsilon,
                                        nthreads=nthreads, mode=mode)
 

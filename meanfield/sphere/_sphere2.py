@@ -107,6 +107,15 @@ class S2Basis(Basis):
         return synthesis_at(c[None], self.lmax, s2_points(x).loc, epsilon=epsilon or NUFFT_EPS,
                             nthreads=default_threads())[0]
 
+    def synth_rows(self, coeffs, x, *, grad=True, epsilon=None):
+        # the values of the K fields in one call (inside deterministic() two fields share a transform)
+        pts = s2_points(x)
+        vals = synthesis_at(np.ascontiguousarray(np.atleast_2d(coeffs)), self.lmax, pts.loc,
+                            epsilon=epsilon or NUFFT_EPS, nthreads=default_threads())
+        if not grad:
+            return vals, None
+        return vals, np.stack([self.gradient_at(c, pts, epsilon=epsilon) for c in np.atleast_2d(coeffs)])
+
     def adjoint(self, values, x, *, epsilon=None):
         out = ducc0.sht.experimental.adjoint_synthesis_general(
             map=values[None].astype(np.float64), spin=0, lmax=self.lmax, loc=s2_points(x).loc,
