@@ -9,9 +9,9 @@ last bits from one call to the next; ducc0's spin-0 ``synthesis_general`` does s
 one thread, in a few per cent of calls (the result follows the addresses of its internal
 buffers). Inside :func:`deterministic` (or with ``MEANFIELD_NUM_THREADS=1``) every transform
 runs on one thread and spin-0 fields at arbitrary points take a route that does not depend on
-memory addresses (:func:`meanfield.sphere._s2.synthesis_at`), so the results are bit-identical between calls,
-runs, processes and executors; the study runner runs every
-task that way (:func:`meanfield.runner.run_study`, ``deterministic=True``).
+memory addresses (:func:`meanfield.sphere._s2.synthesis_at`), so the results are
+bit-identical between calls, runs, processes and executors; the study runner runs every task
+that way (:func:`meanfield.runner.run_study`, ``deterministic=True``).
 """
 
 from __future__ import annotations

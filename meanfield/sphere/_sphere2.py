@@ -137,9 +137,8 @@ class S2Basis(Basis):
         ell = self.ell.astype(float)
         kw = dict(epsilon=epsilon or NUFFT_EPS, nthreads=default_threads())
         alm = np.ascontiguousarray(c[None])
-        val = synthesis_at(alm, self.lmax, pts.loc, **kw)[0]
+        val, lap = synthesis_at(np.stack([c, -ell * (ell + 1) * c]), self.lmax, pts.loc, **kw)
         g = synthesis_at(alm, self.lmax, pts.loc, spin=1, mode="DERIV1", **kw)
-        lap = synthesis_at((-ell * (ell + 1) * c)[None], self.lmax, pts.loc, **kw)[0]
         n = pts.loc.shape[0]
         if self.lmax >= 2:
             e2 = np.sqrt(np.maximum((ell - 1) * ell * (ell + 1) * (ell + 2), 0.0)) * c
