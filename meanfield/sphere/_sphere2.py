@@ -110,11 +110,11 @@ class S2Basis(Basis):
     def synth_rows(self, coeffs, x, *, grad=True, epsilon=None):
         # the values of the K fields in one call (inside deterministic() two fields share a transform)
         pts = s2_points(x)
-        vals = synthesis_at(np.ascontiguousarray(np.atleast_2d(coeffs)), self.lmax, pts.loc,
-                            epsilon=epsilon or NUFFT_EPS, nthreads=default_threads())
+        coeffs = np.ascontiguousarray(np.atleast_2d(coeffs))
+        vals = synthesis_at(coeffs, self.lmax, pts.loc, epsilon=epsilon or NUFFT_EPS, nthreads=default_threads())
         if not grad:
             return vals, None
-        return vals, np.stack([self.gradient_at(c, pts, epsilon=epsilon) for c in np.atleast_2d(coeffs)])
+        return vals, np.stack([self.gradient_at(c, pts, epsilon=epsilon) for c in coeffs])
 
     def adjoint(self, values, x, *, epsilon=None):
         out = ducc0.sht.experimental.adjoint_synthesis_general(

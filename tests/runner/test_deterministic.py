@@ -66,14 +66,16 @@ def test_inside_deterministic_spin0_point_syntheses_avoid_synthesis_general(monk
         c = b.from_real(rng.normal(size=b.n_real))
         spins.clear()
         with deterministic():
-            exact, hess, v_exact = b.evaluate(c, x), b.hessian_at(c, x), att(x)
+            det, hess, v_det = b.evaluate(c, x), b.hessian_at(c, x), att(x)
         assert 0 not in spins and spins  # the gradient and spin-2 parts still use the fast transform
         spins.clear()
         nufft, v_nufft = b.evaluate(c, x), att(x)
         assert 0 in spins
-        assert np.abs(exact - nufft).max() <= 1e-11 * np.abs(nufft).max()
+        # each route is within ~ε = 1e-12 (relative) of the field: measured differences 1e-13-7e-13
+        assert np.abs(det - nufft).max() <= 1e-11 * np.abs(nufft).max()
         assert np.abs(hess[0] - nufft).max() <= 1e-11 * np.abs(nufft).max()
-        assert np.abs(v_exact - v_nufft).max() <= 1e-9 * np.abs(v_nufft).max()
+        # each velocity is within the evaluator's tol of the exact attention velocity
+        assert np.abs(v_det - v_nufft).max() <= 2 * att.tol
 
 
 def _solve(scheme: str) -> bytes:
