@@ -138,6 +138,23 @@ def test_return_info_of_exact_path():
     assert info.cost_matrix_bytes == 8 * 30 * 20
 
 
+
+@pytest.mark.parametrize("cost,p", [("geodesic", 2), ("chordal", 1)])
+def test_small_cloud_against_large_weighted_cloud_matches_pot_in_the_given_orientation(cost, p):
+    # The simplex gets the larger cloud as its source side; W_p is symmetric, so the value must be
+    # POT's on the (n, m) problem as given, and the same with the arguments swapped.
+    rng = np.random.default_rng(12)
+    x, y = uniform_sphere(40, 3, rng), uniform_sphere(300, 3, rng)
+    b = rng.gamma(0.5, size=300)
+    b /= b.sum()
+    a = np.full(40, 1 / 40)
+    direct = ot.emd2(a, b, cost_matrix(x, y, cost, p), numItermax=10**7) ** (1 / p)
+    value, info = wasserstein(x, y, None, b, p=p, cost=cost, return_info=True)
+    assert info.result_code == 1 and (info.n, info.m) == (40, 300)
+    assert info.cost_matrix_bytes == 8 * 40 * 300
+    assert value == pytest.approx(direct, rel=1e-12)
+    assert wasserstein(y, x, b, None, p=p, cost=cost) == pytest.approx(value, rel=1e-12)
+
 def test_unconverged_network_simplex_raises(monkeypatch):
     rng = np.random.default_rng(5)
     x, y = uniform_sphere(10, 3, rng), uniform_sphere(10, 3, rng)
