@@ -441,13 +441,13 @@ def main() -> None:
     sys.path.insert(0, args.root)
     import ducc0
 
-    import meanfield
+    import meanfield  # noqa: F401  (fails early when --root has no package)
 
     commit = subprocess.run(["git", "-C", args.root, "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
     print(f"# bench_speed: commit {commit or '?'}, {platform.machine()}, {os.cpu_count()} CPUs "
           f"(affinity {len(os.sched_getaffinity(0))}), Python {platform.python_version()}, NumPy {np.__version__}, "
-          f"ducc0 {ducc0.__version__}, package at {os.path.relpath(os.path.dirname(meanfield.__file__), os.getcwd())}",
+          f"ducc0 {ducc0.__version__}, package of {'this checkout' if args.root == ROOT else 'the --root checkout'}",
           flush=True)
     parts = {"attention": bench_attention, "particles": bench_particles, "spde": bench_spde,
              "characteristics": bench_characteristics, "cli": bench_cli, "chaos": bench_chaos, "w2": bench_w2}
