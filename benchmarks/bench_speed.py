@@ -411,10 +411,10 @@ def bench_w2(args) -> None:
     keep = cloud.weights > 0
     yq, b = cloud.points[keep], cloud.weights[keep] / cloud.weights[keep].sum()
     xN = solve_particles(rho0.sample(1024, seed=8), noise, 1.0, dt, [T]).final
-    a = np.full(xN.shape[0], 1.0 / xN.shape[0])
+    a_n = np.full(xN.shape[0], 1.0 / xN.shape[0])
 
     def pot_nm():
-        return ot.emd2(a, b, cost_matrix(xN, yq, p=2), numItermax=10**7)
+        return ot.emd2(a_n, b, cost_matrix(xN, yq, p=2), numItermax=10**7)
 
     t = interleaved({"meanfield": lambda: wasserstein(xN, yq, None, b, p=2), "pot": pot_nm}, 1)
     row(f"exact W_2 S^2 {xN.shape[0]} particles x {yq.shape[0]} nodes (chaos study)",
