@@ -35,6 +35,9 @@ class PushForward(Scheme):
     def __init__(self, problem: Problem):
         super().__init__(problem)
         self.epsilon = NUFFT_EPS
+        # grid-sized work arrays kept over the steps (fresh ones would page-fault at every step)
+        self._mass = np.empty(problem.grid.Q)
+        self._work = np.empty((problem.d + 1, problem.grid.Q))
 
     def step(self, c, rho_g, vel, t0, t1):
         p, grid = self.p, self.p.grid
@@ -44,12 +47,12 @@ class PushForward(Scheme):
             y = x.copy()
         else:
             # x + h v + ΔW from its frame components and the radial part <ΔW, x>
-            D = displacement_on_grid(grid, vel, c, p.dt, field, radial=True)
+            D = displacement_on_grid(grid, vel, c, p.dt, field, radial=True, work=self._work)
             y = grid.move(D, cartesian=p.noise_map == "flow")
         if p.noise_on and p.noise_map == "flow":
             y = y @ expm(p.noise.omega(t0, t1)).T
         c00 = c[0]
-        c = p.basis.adjoint(rho_g * grid.weights, y, epsilon=self.epsilon)
+        c = p.basis.adjoint(np.multiply(rho_g, grid.weights, out=self._mass), y, epsilon=self.epsilon)
         # Σ_q ρ_n(x_q) w_q = sqrt(|S|) ρ_00 exactly (the grid integrates degree <= lmax exactly):
         # keep ρ_00 itself so that round-off in the quadrature sum does not accumulate
         c[0] = c00

@@ -126,16 +126,18 @@ def noise_on_grid(grid: Grid, noise: NoiseSource, t0: float, t1: float) -> np.nd
 
 
 def displacement_on_grid(grid: Grid, vel, c: np.ndarray, dt: float, field=None, *, radial: bool = False,
-                         scale: np.ndarray | None = None) -> np.ndarray:
+                         scale: np.ndarray | None = None, work: np.ndarray | None = None) -> np.ndarray:
     """Rows (d - 1, Q): frame components of h v[ρ](x_q) + ΔW(x_q); with ``radial`` one more row <ΔW(x_q), x_q>.
 
     ``vel`` is the run's :class:`~meanfield.spde.Velocity` (None: no attention), ``field`` the noise
     increment of the step (None: no noise), ``scale`` (Q,) an optional factor of every row (e.g.
     ρ_n w_q for a flux). With both parts, :meth:`Velocity.drift_on_grid` forms the sum from ring
-    coefficients where it can; otherwise the two parts are synthesised separately.
+    coefficients where it can; otherwise the two parts are synthesised separately. ``work``
+    (rows + 1, Q): a buffer a scheme keeps over its steps, for the grid-sized arrays of the first
+    route (:meth:`~meanfield.sphere.Grid.synth`); the rows returned may be a view of it.
     """
     if vel is not None and field is not None:
-        D = vel.drift_on_grid(grid, c, dt, field, radial=radial, scale=scale)
+        D = vel.drift_on_grid(grid, c, dt, field, radial=radial, scale=scale, out=work)
         if D is not None:
             return D
     D = np.zeros((len(grid.frame()) + int(radial), grid.Q))

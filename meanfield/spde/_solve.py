@@ -320,9 +320,10 @@ def solve_spde(
         saved_c.append(c.copy())
         save_ptr += 1
     saved_vals = None  # grid values of a state just checked at a save time: the next step starts from them
+    vals_buf = np.empty(grid.Q)  # one buffer for ρ_n on the grid over the run (no page faults per step)
     for n in range(n_total):
         ta, tb = t_start + n * dt, t_start + (n + 1) * dt
-        rho_g = grid.synth(c) if saved_vals is None else saved_vals
+        rho_g = grid.synth(c, out=vals_buf) if saved_vals is None else saved_vals
         saved_vals = None
         monitor.check(c, rho_g, ta)
         c = stepper.step(c, rho_g, vel, ta, tb)
@@ -331,7 +332,7 @@ def solve_spde(
         if bar is not None:
             bar.update(1)
         while save_ptr < steps.size and steps[save_ptr] == n + 1:
-            saved_vals = grid.synth(c) if saved_vals is None else saved_vals
+            saved_vals = grid.synth(c, out=vals_buf) if saved_vals is None else saved_vals
             monitor.check(c, saved_vals, tb)
             saved_t.append(float(t_eval[save_ptr]))
             saved_c.append(c.copy())

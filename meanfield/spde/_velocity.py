@@ -85,26 +85,28 @@ class Velocity:
         return g, conv
 
     def drift_on_grid(self, grid: Grid, c: np.ndarray, dt: float, field, *, radial: bool = False,
-                      scale: np.ndarray | None = None) -> np.ndarray | None:
+                      scale: np.ndarray | None = None, out: np.ndarray | None = None) -> np.ndarray | None:
         """Rows (d - 1, Q) of h v[ρ] + ΔW in the grid's frame (and <ΔW, x> with ``radial``), or None.
 
         With F = e^{-abs(β)} K_β * ρ, h v + ΔW = (h / (β F)) (∇_S F + (β / h) F ΔW) for V = I, and
         the grid forms the bracket from ring coefficients (:meth:`~meanfield.sphere.Grid.synth_grad_times`).
         None where that does not apply (a value matrix V, a field without harmonic coefficients, a
         grid too coarse for it): the caller then adds the two parts itself. With ``scale`` (Q,)
-        every row is multiplied by it (one pass fewer than scaling afterwards).
+        every row is multiplied by it (one pass fewer than scaling afterwards). ``out`` (1 + rows, Q):
+        a work array the rows are written to (``out[1:]`` is returned; ``out[0]`` is overwritten),
+        see :meth:`~meanfield.sphere.Grid.synth`.
         """
         if self.V is not None or field.coeffs is None or field.lmax is None:
             return None
-        out = grid.synth_grad_times(self.lam * c[self._keep], self.lconv, field.coeffs, field.lmax,
-                                    self.beta / dt, radial=radial)
-        if out is None:
+        res = grid.synth_grad_times(self.lam * c[self._keep], self.lconv, field.coeffs, field.lmax,
+                                    self.beta / dt, radial=radial, out=out)
+        if res is None:
             return None
-        conv, U = out
+        s, U = res  # s is F on the grid, a buffer of its own: turned into the row factor in place
         if scale is None:
-            s = np.divide(dt / self.beta, conv)
+            np.divide(dt / self.beta, s, out=s)
         else:
-            s = np.divide(scale, conv)
+            np.divide(scale, s, out=s)
             s *= dt / self.beta
         U *= s
         return U

@@ -14,7 +14,7 @@ import ducc0
 import numpy as np
 
 from .._threads import default_threads
-from .basis import Basis, Grid, register_basis
+from .basis import Basis, Grid, register_basis, work_array
 from ._quadrature import circle_quadrature
 
 __all__ = ["CircleBasis", "CircleGrid"]
@@ -225,10 +225,12 @@ class CircleGrid(Grid):
     def describe(self) -> dict:
         return {"nlat": None, "nphi": None, "M": self.M, "Q": self.Q}
 
-    def synth(self, c):
-        if self._fft:
-            return _irfft_synth(c, self.lmax, self.M)
-        return self.B @ c
+    def synth(self, c, *, out=None):
+        vals = _irfft_synth(c, self.lmax, self.M) if self._fft else self.B @ c
+        if out is None:
+            return vals
+        work_array(out, (self.Q,))[...] = vals
+        return out
 
     def analysis(self, f):
         if not self._fft:
@@ -252,18 +254,21 @@ class CircleGrid(Grid):
         f = comps[0] * (self.M / (2 * math.pi)) if weighted else comps[0]
         return ddtheta(self.analysis(f), self.lmax)
 
-    def synth_grad_times(self, c, lmax, coeffs, lmax_f, alpha, *, radial=False):
+    def synth_grad_times(self, c, lmax, coeffs, lmax_f, alpha, *, radial=False, out=None):
         # one inverse FFT call for f, f', F_x and F_y (zero-padded to a common degree)
         K = max(lmax, lmax_f)
         if coeffs.shape[0] != 2 or K >= self.M // 2:
-            return super().synth_grad_times(c, lmax, coeffs, lmax_f, alpha, radial=radial)
+            return super().synth_grad_times(c, lmax, coeffs, lmax_f, alpha, radial=radial, out=out)
         C = np.zeros((4, 2 * K + 1))
         C[0, : 2 * lmax + 1] = c
         C[1, : 2 * lmax + 1] = ddtheta(c, lmax)
         C[2:, : 2 * lmax_f + 1] = coeffs
         f, fp, Fx, Fy = _irfft_synth(C, K, self.M)
         cos_t, sin_t = self.points[:, 0], self.points[:, 1]
-        U = np.empty((2 if radial else 1, self.M))
+        shape = (3 if radial else 2, self.M)  # f, then the rows of U
+        out = np.empty(shape) if out is None else work_array(out, shape)
+        out[0] = f
+        f, U = out[0], out[1:]
         af = alpha * f
         np.multiply(Fy, cos_t, out=U[0])
         U[0] -= Fx * sin_t  # F·e_θ, e_θ = (-sin θ, cos θ)

@@ -37,7 +37,7 @@ from .._validate import check_cost
 from ._geometry import sphere_area
 from ._quadrature import product_nodes
 from ._gegenbauer import _Factors, _dot, _tables, chain_labels, n_functions
-from .basis import Basis, Grid, register_basis
+from .basis import Basis, Grid, register_basis, work_array
 
 __all__ = ["HypersphereBasis", "HypersphereGrid", "householder_frame", "chain_labels"]
 
@@ -340,8 +340,12 @@ class HypersphereGrid(Grid):
     def describe(self) -> dict:
         return {"nlat": self.n, "nphi": 2 * self.n, "M": None, "Q": self.Q}
 
-    def synth(self, c):
-        return self.basis.evaluate(c, self.points)
+    def synth(self, c, *, out=None):
+        vals = self.basis.evaluate(c, self.points)
+        if out is None:
+            return vals
+        work_array(out, (self.Q,))[...] = vals
+        return out
 
     def analysis(self, f):
         return self.basis.adjoint_rows((self.weights * f)[None], self.points)[0]

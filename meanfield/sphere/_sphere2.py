@@ -12,7 +12,7 @@ from .._threads import default_threads
 from ._points import S2Points, parallel_rows, s2_points
 from ._quadrature import gauss_legendre
 from ._s2 import _complex_sh_cartesian, alm_index, alm_to_real, n_alm, real_basis_s2, real_to_alm, synthesis_at
-from .basis import Basis, Grid, register_basis
+from .basis import Basis, Grid, register_basis, work_array
 
 __all__ = ["S2Basis", "S2Grid", "NUFFT_EPS"]
 
@@ -226,12 +226,15 @@ class S2Grid(Grid):
     def describe(self) -> dict:
         return {"nlat": self.nlat, "nphi": self.nphi, "M": None, "Q": self.Q}
 
-    def _synth(self, alm, spin, lmax):
+    def _synth(self, alm, spin, lmax, out=None):
         return ducc0.sht.synthesis_2d(alm=alm, spin=spin, lmax=lmax, geometry="GL", ntheta=self.nlat,
-                                      nphi=self.nphi, nthreads=self.nthreads)
+                                      nphi=self.nphi, nthreads=self.nthreads, map=out)
 
-    def synth(self, c):
-        return self._synth(c[None], 0, self.lmax)[0].ravel()
+    def synth(self, c, *, out=None):
+        if out is None:
+            return self._synth(c[None], 0, self.lmax)[0].ravel()
+        self._synth(c[None], 0, self.lmax, work_array(out, (self.Q,)).reshape(1, self.nlat, self.nphi))
+        return out
 
     def analysis(self, f):
         return ducc0.sht.analysis_2d(map=f.reshape(1, self.nlat, self.nphi), spin=0, lmax=self.lmax,
@@ -272,8 +275,8 @@ class S2Grid(Grid):
         return {"nphi": np.full(self.nlat, self.nphi, dtype=np.uintp), "phi0": np.zeros(self.nlat),
                 "ringstart": np.arange(self.nlat, dtype=np.uintp) * np.uintp(self.nphi)}
 
-    def _leg2map(self, leg: np.ndarray) -> np.ndarray:
-        return ducc0.sht.experimental.leg2map(leg=leg, nthreads=self.nthreads, **self._rings)
+    def _leg2map(self, leg: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        return ducc0.sht.experimental.leg2map(leg=leg, nthreads=self.nthreads, map=out, **self._rings)
 
     def _leg_threads(self, lmax: int) -> int:
         # the Legendre part of a low-degree field is tiny (n_θ lmax² operations): threads cost more there
@@ -370,7 +373,7 @@ class S2Grid(Grid):
         m = self._leg2map(self._frame_legs(coeffs, lmax))
         return [m[0], m[1]]
 
-    def synth_grad_times(self, c, lmax, coeffs, lmax_f, alpha, *, radial=False):
+    def synth_grad_times(self, c, lmax, coeffs, lmax_f, alpha, *, radial=False, out=None):
         # Ring by ring, f and F are trigonometric polynomials of degree lmax and lmax_f + 1 in φ: their
         # product is formed exactly on short rings of P > 2 (lmax + lmax_f + 1) longitudes and taken
         # back to ring coefficients, then added to those of ∇_S f. The full grid then needs the maps
@@ -378,7 +381,7 @@ class S2Grid(Grid):
         K = lmax_f + 1
         mt = lmax + K
         if coeffs.shape[0] != 3 or lmax >= self.nlat or K + 1 > self.nlat or 2 * mt + 1 > self.nphi:
-            return super().synth_grad_times(c, lmax, coeffs, lmax_f, alpha, radial=radial)
+            return super().synth_grad_times(c, lmax, coeffs, lmax_f, alpha, radial=radial, out=out)
         alm = np.ascontiguousarray(c, dtype=np.complex128)[None]
         nt = self._leg_threads(lmax)
         legc = np.empty((1, self.nlat, lmax + 1), dtype=np.complex128)
@@ -400,7 +403,7 @@ class S2Grid(Grid):
         leg[0, :, : lmax + 1] = legc[0]
         leg[1:] = prod
         leg[1:3, :, : lmax + 1] += legg
-        m = self._leg2map(leg)
+        m = self._leg2map(leg, None if out is None else work_array(out, (1 + nf, self.Q)))
         return m[0], m[1:]
 
     def _short_rings(self, P: int) -> dict:

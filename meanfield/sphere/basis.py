@@ -37,6 +37,17 @@ _REGISTRY: dict[int, type] = {}
 _FAMILIES: list[tuple[int, type]] = []
 
 
+def work_array(out: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``out`` itself if it is a C-contiguous float64 array of ``shape`` (a transform can write into it
+    without a copy); ValueError naming the expected layout otherwise."""
+    if not (isinstance(out, np.ndarray) and out.shape == tuple(shape) and out.dtype == np.float64
+            and out.flags.c_contiguous and out.flags.writeable):
+        got = (f"{type(out).__name__} {getattr(out, 'shape', '')} {getattr(out, 'dtype', '')}"
+               f"{'' if getattr(out, 'flags', None) is None or out.flags.c_contiguous else ' (not C-contiguous)'}")
+        raise ValueError(f"out must be a writeable C-contiguous float64 array of shape {tuple(shape)}, got {got}")
+    return out
+
+
 def register_basis(d: int, *, and_above: bool = False):
     """Class decorator: make ``cls`` the basis of S^{d-1} returned by :func:`basis`.
 
@@ -158,8 +169,13 @@ class Grid(abc.ABC):
         """Sizes of the grid for metadata (``Q`` and the per-axis node counts)."""
 
     @abc.abstractmethod
-    def synth(self, c: np.ndarray) -> np.ndarray:
-        """Values on the grid (Q,) of the field with state coefficients c."""
+    def synth(self, c: np.ndarray, *, out: np.ndarray | None = None) -> np.ndarray:
+        """Values on the grid (Q,) of the field with state coefficients c.
+
+        ``out`` (Q,), C-contiguous float64: written and returned instead of a new array. A solver
+        that reuses one buffer over its steps avoids the page faults of a fresh grid-sized array
+        at every step, which on large grids cost as much as a transform.
+        """
 
     @abc.abstractmethod
     def analysis(self, f: np.ndarray) -> np.ndarray:
@@ -229,7 +245,7 @@ class Grid(abc.ABC):
         """Values (Q, k) of k fields given by real coefficients (k, n_real(lmax)), or None if the grid is too coarse."""
 
     def synth_grad_times(self, c: np.ndarray, lmax: int, coeffs: np.ndarray, lmax_f: int, alpha: float, *,
-                         radial: bool = False):
+                         radial: bool = False, out: np.ndarray | None = None):
         """f and the frame components of ∇_S f + α f F on the grid, for one scalar and one ambient field.
 
         f has state coefficients c of the basis of degree ``lmax``; F is the ambient field with real
@@ -237,20 +253,23 @@ class Grid(abc.ABC):
         shape (d - 1, Q), rows U_k = ∂_k f + α f F·e_k; with ``radial`` U has one more row,
         α f F·x. None if the grid cannot synthesise F (too coarse). Grids whose transforms go ring by
         ring form the product f F from the low-degree ring coefficients, which saves the full-size
-        maps of F.
+        maps of F. ``out`` (1 + rows of U, Q), C-contiguous float64: f is written to ``out[0]`` and
+        U to ``out[1:]``, which are returned (see :meth:`synth` for why).
         """
         vals = self.synth_real(coeffs, lmax_f)
         if vals is None:
             return None
         f, g = self.synth_grad(c, lmax)
         rows = self.components(vals, radial=radial)
-        U = np.empty((len(rows), self.Q))
+        out = np.empty((1 + len(rows), self.Q)) if out is None else work_array(out, (1 + len(rows), self.Q))
+        out[0] = f
+        U = out[1:]
         af = alpha * f
         for k, r in enumerate(rows):
             np.multiply(af, r, out=U[k])
             if k < len(g):
                 U[k] += g[k]
-        return f, U
+        return out[0], U
 
     def synth_real_frame(self, coeffs: np.ndarray, lmax: int) -> list[np.ndarray] | None:
         """Frame components of the ambient field (d components, real coefficients (d, n_real(lmax))),

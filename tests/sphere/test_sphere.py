@@ -154,6 +154,33 @@ def test_drift_from_ring_coefficients_equals_separate_maps(d, lmax, lf, lc):
     assert np.abs(U2[-1] - 0.7 * f * np.einsum("ij,ij->i", F, x)).max() < 1e-10 * scale
 
 
+@pytest.mark.parametrize("d", [2, 3, 4])
+def test_transforms_into_a_work_array_equal_fresh_ones_and_reject_a_bad_one(d):
+    """synth and synth_grad_times with ``out`` write the same numbers (bit for bit) as without it and
+    return the caller's buffer; a buffer of the wrong shape, dtype or layout is refused by name before
+    anything is written (a silent copy would lose the result)."""
+    b = basis(d, 12)
+    g = b.grid()
+    rng = np.random.default_rng(5)
+    c = b.from_real(rng.normal(size=b.n_real))
+    buf = np.full(g.Q, np.nan)
+    assert g.synth(c, out=buf) is buf
+    assert np.array_equal(buf, g.synth(c))
+    bf = basis(d, 4)
+    co = rng.normal(size=(d, bf.n_real))
+    for radial in (False, True):
+        f, U = g.synth_grad_times(c, 12, co, 4, 0.7, radial=radial)
+        work = np.full((1 + U.shape[0], g.Q), np.nan)
+        f2, U2 = g.synth_grad_times(c, 12, co, 4, 0.7, radial=radial, out=work)
+        assert np.shares_memory(f2, work) and np.shares_memory(U2, work)
+        assert np.array_equal(f, f2) and np.array_equal(U, U2)
+    for bad in (np.empty(g.Q + 1), np.empty(g.Q, dtype=np.float32), np.empty(2 * g.Q)[::2]):
+        with pytest.raises(ValueError, match="out must be a writeable C-contiguous float64 array"):
+            g.synth(c, out=bad)
+    with pytest.raises(ValueError, match="out must be"):
+        g.synth_grad_times(c, 12, co, 4, 0.7, out=np.empty((1, g.Q)))
+
+
 @pytest.mark.parametrize("d", [2, 3])
 def test_moved_nodes_are_the_projected_displacement(d):
     """grid.move(D) (S^2: angles from the node frame, no Cartesian vectors) names the same points as
