@@ -98,6 +98,18 @@ def _loc(x):
     return loc
 
 
+def _threads(n):
+    """Threads the timed package gives a transform at n points (its point policy where it has one), so
+    that a transform reference runs as the package would run it."""
+    try:
+        from meanfield._threads import point_threads
+    except ImportError:  # a checkout before the point policy
+        from meanfield._threads import default_threads
+
+        return default_threads()
+    return point_threads(n)
+
+
 def _attention_transforms(loc, L, eps, nthreads):
     """The three ducc0 transforms of one spectral attention evaluation at the same points."""
     import ducc0
@@ -133,7 +145,6 @@ def _noise_transforms(loc, lmax, eps, nthreads, grad):
 
 # ----------------------------------------------------------------------------- attention
 def bench_attention(args) -> None:
-    from meanfield._threads import default_threads
     from meanfield.attention import attention_velocity
     from meanfield.attention_spectral import SpectralAttention
 
@@ -147,7 +158,7 @@ def bench_attention(args) -> None:
         for N in Ns:
             x = clouds[N]
             sa.velocity(x, check=False)
-            tr = _attention_transforms(_loc(x), sa.last_lmax, sa.last_epsilon, default_threads())
+            tr = _attention_transforms(_loc(x), sa.last_lmax, sa.last_epsilon, _threads(len(x)))
             t = interleaved({"v": lambda: sa.velocity(x, check=False), "tr": tr}, args.repeat)
             times.append(t["v"])
             big = N == Ns[-1] and not args.quick
@@ -166,7 +177,7 @@ def bench_attention(args) -> None:
     for tol in (1e-10, 1e-6):
         sa = SpectralAttention(3, beta, tol=tol)
         sa.velocity(x, check=False)
-        tr = _attention_transforms(_loc(x), sa.last_lmax, sa.last_epsilon, default_threads())
+        tr = _attention_transforms(_loc(x), sa.last_lmax, sa.last_epsilon, _threads(len(x)))
         tt = interleaved({"spectral": lambda: sa.velocity(x, check=False), "tr": tr}, max(args.repeat, 5))
         ts = tt["spectral"]
         err = float(np.abs(sa.velocity(x) - ref).max())
@@ -182,7 +193,6 @@ def bench_attention(args) -> None:
 
 # ----------------------------------------------------------------------------- particles
 def bench_particles(args) -> None:
-    from meanfield._threads import default_threads
     from meanfield.attention_spectral import SpectralAttention
     from meanfield.kernels import ActivationKernel
     from meanfield.noise import NoisePath
@@ -204,8 +214,8 @@ def bench_particles(args) -> None:
     sa = SpectralAttention(3, 0.1, tol=float(acc["attention_tol"]))
     sa.velocity(x, check=False)
     loc = _loc(x)
-    att = _attention_transforms(loc, sa.last_lmax, sa.last_epsilon, default_threads())
-    noi = _noise_transforms(loc, 6, float(acc["noise_epsilon"]), default_threads(), grad=False)
+    att = _attention_transforms(loc, sa.last_lmax, sa.last_epsilon, _threads(len(loc)))
+    noi = _noise_transforms(loc, 6, float(acc["noise_epsilon"]), _threads(len(loc)), grad=False)
     t = interleaved({"p": run, "tr": lambda: (att(), noi())}, args.repeat)
     step = t["p"] / k
     row("particle Euler step S^2 N=1e5 noise l=6 b=0.1",
@@ -291,7 +301,6 @@ def bench_spde(args) -> None:
 
 # ----------------------------------------------------------------------------- characteristics
 def bench_characteristics(args) -> None:
-    from meanfield._threads import default_threads
     from meanfield.kernels import ActivationKernel
     from meanfield.noise import NoisePath
     from meanfield.spde import VonMisesFisher, solve_spde
@@ -318,16 +327,16 @@ def bench_characteristics(args) -> None:
     loc = _loc(x)
     sa = SpectralAttention(3, 1.0, tol=1e-10)
     L, eps = sa.lmax, sa.epsilon
-    att = _attention_transforms(loc, L, eps, default_threads())
+    att = _attention_transforms(loc, L, eps, _threads(len(loc)))
     alm = np.zeros((1, (L + 1) * (L + 2) // 2), dtype=np.complex128)
     alm[0, 1:] = 0.1
 
     def hess():
-        ducc0.sht.synthesis_general(alm=alm, spin=0, lmax=L, loc=loc, epsilon=eps, nthreads=default_threads())
+        ducc0.sht.synthesis_general(alm=alm, spin=0, lmax=L, loc=loc, epsilon=eps, nthreads=_threads(len(loc)))
         ducc0.sht.synthesis_general(alm=np.concatenate([alm, alm * 0]), spin=2, lmax=L, loc=loc, epsilon=eps,
-                                    nthreads=default_threads())
+                                    nthreads=_threads(len(loc)))
 
-    noi = _noise_transforms(loc, 6, 1e-12, default_threads(), grad=True)
+    noi = _noise_transforms(loc, 6, 1e-12, _threads(len(loc)), grad=True)
     meta.pop("us")
     t = interleaved({"run": run, "tr": lambda: (att(), hess(), noi())}, args.repeat)
     us = meta["us"]

@@ -89,7 +89,7 @@ from ._attention_transforms import (  # noqa: F401
     _s2_tangent,
     empirical_coefficients,
 )
-from ._threads import default_threads
+from ._threads import default_threads, point_threads
 from ._validate import as_beta, as_bool, as_float, as_int, as_matrix, as_points
 from .attention import DEFAULT_BLOCK, attention_eigenvalues, attention_velocity, tangent_project
 from .harmonics import harmonic_dimension, sphere_area
@@ -164,7 +164,8 @@ class SpectralAttention:
         Fixed truncation degree; default: chosen per call from β, ``tol`` and the smallest
         token weight (rigorous bound of the module docstring).
     nthreads : int, optional
-        ducc0 threads (default: the CPUs this process may use).
+        ducc0 threads (default: chosen per call, the CPUs this process may use but at most one per
+        16384 tokens (:func:`meanfield.point_threads`), one inside :func:`~meanfield.deterministic`).
     epsilon : float, optional
         Accuracy of the non-uniform transforms; default from ``tol`` (module docstring).
     s1_backend : {"auto", "nufft", "direct"}
@@ -206,6 +207,7 @@ class SpectralAttention:
         self.beta = as_beta(beta)
         self.tol = as_float(tol, "tol", min_value=0.0, strict_min=True)
         self.nthreads = default_threads() if nthreads is None else as_int(nthreads, "nthreads", min_value=1)
+        self._auto_threads = nthreads is None
         if s1_backend not in ("auto", "nufft", "direct"):
             raise ValueError(f"s1_backend must be 'auto', 'nufft' or 'direct', got {s1_backend!r}")
         self.s1_backend = s1_backend
@@ -291,7 +293,8 @@ class SpectralAttention:
     # -- evaluation ------------------------------------------------------------------------
     def coefficients(self, x, weights=None) -> np.ndarray:
         """Empirical coefficients at degree :attr:`lmax` (see :func:`empirical_coefficients`)."""
-        return empirical_coefficients(x, self.lmax, weights, epsilon=self.epsilon, nthreads=self.nthreads)
+        return empirical_coefficients(x, self.lmax, weights, epsilon=self.epsilon,
+                                      nthreads=None if self._auto_threads else self.nthreads)
 
     def velocity(self, x, weights=None, *, check: bool = True) -> np.ndarray:
         """Attention velocity v(x_i) = P_{x_i} A(x_i; μ^N) at the tokens themselves.
@@ -334,6 +337,10 @@ class SpectralAttention:
 
     __call__ = velocity
 
+    def _threads(self, n: int) -> int:
+        # the number given to the constructor, else the policy for n points (asked at every call)
+        return point_threads(n) if self._auto_threads else self.nthreads
+
     def _uniform_weights(self, n: int) -> np.ndarray:
         # kept between calls (a solver calls with the same N every step): read-only, shared
         cached = getattr(self, "_uniform", None)
@@ -347,10 +354,11 @@ class SpectralAttention:
         # angles shared with the other transforms at these points (e.g. the noise field of the same step)
         pts = s2_points(x)
         loc = pts.loc
-        alm = _s2_adjoint(w, loc, L, eps, self.nthreads)
+        nt = self._threads(loc.shape[0])
+        alm = _s2_adjoint(w, loc, L, eps, nt)
         alm = (lam[basis(3, L).ell] * alm)[None, :]
-        g = synthesis_at(alm, L, loc, epsilon=eps, nthreads=self.nthreads)[0]
-        grad = synthesis_at(alm, L, loc, spin=1, mode="DERIV1", epsilon=eps, nthreads=self.nthreads)
+        g = synthesis_at(alm, L, loc, epsilon=eps, nthreads=nt)[0]
+        grad = synthesis_at(alm, L, loc, spin=1, mode="DERIV1", epsilon=eps, nthreads=nt)
         return pts.tangent(grad[0], grad[1], divide_by=g, factor=self.beta)  # ∇g / (β g)
 
     def _velocity_s1(self, x, w, L, lam, eps):
@@ -364,13 +372,14 @@ class SpectralAttention:
             gz = _s1_direct(w, z, lam / (2 * math.pi), max(1, 2**20 // max(L, 1)))
         else:
             theta = np.arctan2(x[:, 1], x[:, 0])
-            c = _s1_adjoint(w, theta, L, eps, self.nthreads)
+            nt = self._threads(theta.shape[0])
+            c = _s1_adjoint(w, theta, L, eps, nt)
             k = np.arange(-L, L + 1)
             a = (lam[np.abs(k)] / (2 * math.pi)) * c * (1.0 - k)  # g + i g' = Σ (1 - k) a_k e^{ikθ}
             gz = np.empty(x.shape[0], dtype=np.complex128)
             ducc0.nufft.u2nu(
                 grid=a, coord=theta[:, None], forward=False, epsilon=eps,
-                nthreads=self.nthreads, out=gz,
+                nthreads=nt, out=gz,
             )
         s = gz.imag / (self.beta * gz.real)
         return np.stack([-x[:, 1] * s, x[:, 0] * s], axis=1)

@@ -13,7 +13,7 @@ import math
 import ducc0
 import numpy as np
 
-from .._threads import default_threads
+from .._threads import point_threads
 from .basis import Basis, Grid, register_basis, work_array
 from ._quadrature import circle_quadrature
 
@@ -25,12 +25,6 @@ _BLOCK_ELEMENTS = 2**22
 #: Work N·(2 lmax + 1) from which point transforms use the NUFFT instead of the dense basis.
 _NUFFT_MIN_WORK = 2**14
 
-#: Points below which one thread runs a NUFFT (thread start-up costs more than it saves there).
-_NUFFT_SERIAL_POINTS = 2**14
-
-
-def _nufft_threads(n: int) -> int:
-    return 1 if n < _NUFFT_SERIAL_POINTS else default_threads()
 
 #: Accuracy requested from the S^1 NUFFTs (same as the S^2 point transforms).
 _NUFFT_EPS = 1e-12
@@ -141,7 +135,7 @@ class CircleBasis(Basis):
     def _u2nu(self, C: np.ndarray, x: np.ndarray, epsilon) -> np.ndarray:
         out = np.empty(x.shape[0], dtype=np.complex128)
         ducc0.nufft.u2nu(grid=C, coord=_theta(x)[:, None], forward=False, epsilon=epsilon or _NUFFT_EPS,
-                         nthreads=_nufft_threads(x.shape[0]), out=out)
+                         nthreads=point_threads(x.shape[0]), out=out)
         return out
 
     def evaluate(self, c: np.ndarray, x: np.ndarray, *, epsilon: float | None = None) -> np.ndarray:
@@ -158,7 +152,7 @@ class CircleBasis(Basis):
             L = self.lmax
             ck = np.empty(2 * L + 1, dtype=np.complex128)  # Σ_q v_q e^{-ikθ_q}, k = -L..L
             ducc0.nufft.nu2u(points=values.astype(np.complex128), coord=_theta(x)[:, None], forward=True,
-                             epsilon=epsilon or _NUFFT_EPS, nthreads=_nufft_threads(x.shape[0]), out=ck)
+                             epsilon=epsilon or _NUFFT_EPS, nthreads=point_threads(x.shape[0]), out=ck)
             out = np.empty(self.n_state)
             pos = ck[L + 1 :]
             out[1::2] = pos.real / math.sqrt(math.pi)

@@ -8,7 +8,7 @@ import math
 import ducc0
 import numpy as np
 
-from .._threads import default_threads
+from .._threads import default_threads, point_threads
 from ._points import S2Points, parallel_rows, s2_points
 from ._quadrature import gauss_legendre
 from ._s2 import _complex_sh_cartesian, alm_index, alm_to_real, n_alm, real_basis_s2, real_to_alm, synthesis_at
@@ -104,29 +104,32 @@ class S2Basis(Basis):
 
     def evaluate(self, c, x, *, epsilon=None):
         # x: unit vectors (N, 3) or their S2Points (angles shared with other transforms)
-        return synthesis_at(c[None], self.lmax, s2_points(x).loc, epsilon=epsilon or NUFFT_EPS,
-                            nthreads=default_threads())[0]
+        loc = s2_points(x).loc
+        return synthesis_at(c[None], self.lmax, loc, epsilon=epsilon or NUFFT_EPS,
+                            nthreads=point_threads(loc.shape[0]))[0]
 
     def synth_rows(self, coeffs, x, *, grad=True, epsilon=None):
         # the values of the K fields in one call (inside deterministic() two fields share a transform)
         pts = s2_points(x)
         coeffs = np.ascontiguousarray(np.atleast_2d(coeffs))
-        vals = synthesis_at(coeffs, self.lmax, pts.loc, epsilon=epsilon or NUFFT_EPS, nthreads=default_threads())
+        vals = synthesis_at(coeffs, self.lmax, pts.loc, epsilon=epsilon or NUFFT_EPS,
+                            nthreads=point_threads(pts.loc.shape[0]))
         if not grad:
             return vals, None
         return vals, np.stack([self.gradient_at(c, pts, epsilon=epsilon) for c in coeffs])
 
     def adjoint(self, values, x, *, epsilon=None):
+        loc = s2_points(x).loc
         out = ducc0.sht.experimental.adjoint_synthesis_general(
-            map=values[None].astype(np.float64), spin=0, lmax=self.lmax, loc=s2_points(x).loc,
-            epsilon=epsilon or NUFFT_EPS, nthreads=default_threads())[0]
+            map=values[None].astype(np.float64), spin=0, lmax=self.lmax, loc=loc,
+            epsilon=epsilon or NUFFT_EPS, nthreads=point_threads(loc.shape[0]))[0]
         out[0] = values.sum() / math.sqrt(4 * math.pi)
         return out
 
     def gradient_at(self, c, x, *, epsilon=None):
         pts = s2_points(x)
         gr = synthesis_at(c[None], self.lmax, pts.loc, spin=1, mode="DERIV1", epsilon=epsilon or NUFFT_EPS,
-                          nthreads=default_threads())
+                          nthreads=point_threads(pts.loc.shape[0]))
         return pts.tangent(gr[0], gr[1])
 
     def hessian_at(self, c, x, *, epsilon=None):
@@ -135,7 +138,7 @@ class S2Basis(Basis):
         # U = -2 H_θφ (ducc0 conventions, checked against the derivative of the gradient).
         pts = s2_points(x)
         ell = self.ell.astype(float)
-        kw = dict(epsilon=epsilon or NUFFT_EPS, nthreads=default_threads())
+        kw = dict(epsilon=epsilon or NUFFT_EPS, nthreads=point_threads(pts.loc.shape[0]))
         alm = np.ascontiguousarray(c[None])
         val, lap = synthesis_at(np.stack([c, -ell * (ell + 1) * c]), self.lmax, pts.loc, **kw)
         g = synthesis_at(alm, self.lmax, pts.loc, spin=1, mode="DERIV1", **kw)

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import runner_tasks
-from meanfield._threads import default_threads, deterministic, is_deterministic
+from meanfield._threads import POINTS_PER_THREAD, default_threads, deterministic, is_deterministic, point_threads
 from meanfield.cli import main
 from meanfield.kernels import ActivationKernel
 from meanfield.noise import NoisePath
@@ -36,6 +36,34 @@ def test_deterministic_block_sets_one_thread_only_inside_and_only_in_its_thread(
     monkeypatch.setenv("MEANFIELD_NUM_THREADS", "two")
     with deterministic(), pytest.raises(ValueError, match="MEANFIELD_NUM_THREADS must be a positive integer"):
         default_threads()
+
+
+def test_point_transforms_take_one_thread_per_block_of_points_and_one_inside_deterministic(monkeypatch):
+    """point_threads: one thread below POINTS_PER_THREAD points, then at most one per block of them,
+    never more than default_threads() (MEANFIELD_NUM_THREADS), one inside deterministic(); the spectral
+    attention and the S^2 point transforms ask it per call unless given a thread count."""
+    import meanfield.attention_spectral as att_mod
+    from meanfield.attention_spectral import SpectralAttention
+
+    monkeypatch.setenv("MEANFIELD_NUM_THREADS", "4")
+    assert [point_threads(n) for n in (1, POINTS_PER_THREAD - 1, POINTS_PER_THREAD, 3 * POINTS_PER_THREAD,
+                                       100 * POINTS_PER_THREAD)] == [1, 1, 1, 3, 4]
+    with deterministic():
+        assert point_threads(100 * POINTS_PER_THREAD) == 1
+    seen = []
+    real = att_mod.synthesis_at
+
+    def spy(*args, **kw):
+        seen.append(kw["nthreads"])
+        return real(*args, **kw)
+
+    monkeypatch.setattr(att_mod, "synthesis_at", spy)
+    x = np.random.default_rng(0).normal(size=(2 * POINTS_PER_THREAD, 3))
+    x /= np.linalg.norm(x, axis=1)[:, None]
+    SpectralAttention(3, 1.0).velocity(x[:500])
+    SpectralAttention(3, 1.0).velocity(x)
+    SpectralAttention(3, 1.0, nthreads=3).velocity(x[:500])
+    assert seen == [1, 1, 2, 2, 3, 3]
 
 
 def test_inside_deterministic_spin0_point_syntheses_avoid_synthesis_general(monkeypatch):
