@@ -69,8 +69,17 @@ class Cells:
         return self.chart.frame(self.node)
 
     def extents(self) -> np.ndarray:
-        """Arc lengths of the cell along the frame directions of :meth:`start_frame`, (N, d-1)."""
-        return self.chart.extents(self.lo, self.hi, self.node)
+        """Arc lengths of the cell along the frame directions of :meth:`start_frame`, (N, d-1); read-only.
+
+        Computed once per set of cells (cells are never changed in place, only replaced by
+        :meth:`take`, :meth:`concat` and :meth:`split`): the solver asks at every saved time.
+        """
+        ext = self.__dict__.get("_extents")
+        if ext is None:
+            ext = self.chart.extents(self.lo, self.hi, self.node)
+            ext.flags.writeable = False
+            self._extents = ext
+        return ext
 
     def take(self, idx) -> "Cells":
         return Cells(self.d, self.lo[idx], self.hi[idx], self.node[idx], self.w[idx], self.depth[idx], self.chart)

@@ -58,6 +58,18 @@ def vecmat(v: np.ndarray, A: np.ndarray) -> np.ndarray:
     return np.matmul(v[:, None, :], A)[:, 0, :]
 
 
+def sub_outer(M: np.ndarray, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """M -= u ⊗ v in place for stacks M (N, a, b), u (N, a), v (N, b); returns M.
+
+    One (N,)-vector operation per entry: the broadcast ``u[:, :, None] * v[:, None, :]`` forms an
+    (N, a, b) temporary with inner dimensions of 3 and is 3x slower at N = 1e5 (same numbers).
+    """
+    for i in range(M.shape[1]):
+        for j in range(M.shape[2]):
+            M[:, i, j] -= u[:, i] * v[:, j]
+    return M
+
+
 def matvec(A: np.ndarray, v: np.ndarray) -> np.ndarray:
     """(N, a, b) @ (N, b) -> (N, a)."""
     return np.matmul(A, v[:, :, None])[:, :, 0]
@@ -163,9 +175,8 @@ class Attention:
         bG = self.beta * G
         v = gG / bG[:, None]
         # ∇G (∇G·ξ)/(βG²) + x (v·ξ) = (β v + x)(v·ξ): one outer product of (N, d) vectors
-        Dv = H / bG[:, None, None]
-        Dv -= (self.beta * v + x)[:, :, None] * v[:, None, :]
-        return v, Dv
+        Dv = np.divide(H, bG[:, None, None], out=H)  # H is a fresh array
+        return v, sub_outer(Dv, self.beta * v + x, v)
 
 
 # ----------------------------------------------------------------------------------------
@@ -257,7 +268,7 @@ def apply_step(step: Step, attention: Attention | None, x: np.ndarray, jac: bool
     if jac:
         for i in range(d):
             M[:, i, i] += 1.0
-        M -= y[:, :, None] * vecmat(y, M)[:, None, :]
+        sub_outer(M, y, vecmat(y, M))
         M /= r[:, None, None]
         DT = M
     if ns is not None and ns.kind == "flow":

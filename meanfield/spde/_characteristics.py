@@ -129,16 +129,21 @@ class _State:
 
     def diameters(self) -> np.ndarray:
         """Length of the image cell, Σ_j |DΦ e_j| ext_j (first-order image of the box)."""
-        return np.sum(np.linalg.norm(self.C, axis=1) * self.cells.extents(), axis=1)
+        # column norms |C e_j| by one einsum (np.linalg.norm over axis 1 of the (N, d, d-1) stack is 5x slower)
+        cols = np.sqrt(np.einsum("nij,nij->nj", self.C, self.C))
+        cols *= self.cells.extents()
+        return cols.sum(axis=1)
 
-    def unresolved(self, threshold: float) -> np.ndarray:
+    def unresolved(self, threshold: float, diameters: np.ndarray | None = None) -> np.ndarray:
         """Cells whose image is longer than ``threshold`` *and* than the cell itself at t = 0.
 
         The second condition keeps a coarse initial rule (whose global Gauss–Legendre accuracy
         does not depend on the cell size) from counting as unresolved before the flow stretches it.
+        ``diameters``: :meth:`diameters` if the caller has it already.
         """
         ext = self.cells.extents().sum(axis=1)
-        return self.diameters() > np.maximum(threshold, ext)
+        diam = self.diameters() if diameters is None else diameters
+        return diam > np.maximum(threshold, ext)
 
 
 def _advance(x, C, logJ, steps, attention, t_of):
@@ -404,7 +409,7 @@ def solve_characteristics(
         diag = {
             "t": t, "n_nodes": len(state.cells), "n_splits": n_splits,
             "area_defect": float(abs(np.dot(state.cells.w, J) - area) / area),
-            "unresolved_mass": float(state.mass[state.unresolved(split_threshold)].sum()),
+            "unresolved_mass": float(state.mass[state.unresolved(split_threshold, diam)].sum()),
             "max_cell_length": float(diam.max()), "min_log_jacobian": float(state.logJ.min()),
             "max_log_jacobian": float(state.logJ.max()), "max_depth": int(state.cells.depth.max()),
         }
