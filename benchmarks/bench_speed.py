@@ -98,16 +98,16 @@ def _loc(x):
     return loc
 
 
-def _threads(n):
-    """Threads the timed package gives a transform at n points (its point policy where it has one), so
-    that a transform reference runs as the package would run it."""
+def _threads(n, lmax=0):
+    """Threads the timed package gives a transform at n points to degree lmax (its point policy where
+    it has one), so that a transform reference runs as the package would run it."""
     try:
         from meanfield._threads import point_threads
     except ImportError:  # a checkout before the point policy
         from meanfield._threads import default_threads
 
         return default_threads()
-    return point_threads(n)
+    return point_threads(n, lmax)
 
 
 def _attention_transforms(loc, L, eps, nthreads):
@@ -158,7 +158,7 @@ def bench_attention(args) -> None:
         for N in Ns:
             x = clouds[N]
             sa.velocity(x, check=False)
-            tr = _attention_transforms(_loc(x), sa.last_lmax, sa.last_epsilon, _threads(len(x)))
+            tr = _attention_transforms(_loc(x), sa.last_lmax, sa.last_epsilon, _threads(len(x), sa.last_lmax))
             t = interleaved({"v": lambda: sa.velocity(x, check=False), "tr": tr}, args.repeat)
             times.append(t["v"])
             big = N == Ns[-1] and not args.quick
@@ -177,7 +177,7 @@ def bench_attention(args) -> None:
     for tol in (1e-10, 1e-6):
         sa = SpectralAttention(3, beta, tol=tol)
         sa.velocity(x, check=False)
-        tr = _attention_transforms(_loc(x), sa.last_lmax, sa.last_epsilon, _threads(len(x)))
+        tr = _attention_transforms(_loc(x), sa.last_lmax, sa.last_epsilon, _threads(len(x), sa.last_lmax))
         tt = interleaved({"spectral": lambda: sa.velocity(x, check=False), "tr": tr}, max(args.repeat, 5))
         ts = tt["spectral"]
         err = float(np.abs(sa.velocity(x) - ref).max())
@@ -214,8 +214,8 @@ def bench_particles(args) -> None:
     sa = SpectralAttention(3, 0.1, tol=float(acc["attention_tol"]))
     sa.velocity(x, check=False)
     loc = _loc(x)
-    att = _attention_transforms(loc, sa.last_lmax, sa.last_epsilon, _threads(len(loc)))
-    noi = _noise_transforms(loc, 6, float(acc["noise_epsilon"]), _threads(len(loc)), grad=False)
+    att = _attention_transforms(loc, sa.last_lmax, sa.last_epsilon, _threads(len(loc), sa.last_lmax))
+    noi = _noise_transforms(loc, 6, float(acc["noise_epsilon"]), _threads(len(loc), 6), grad=False)
     t = interleaved({"p": run, "tr": lambda: (att(), noi())}, args.repeat)
     step = t["p"] / k
     row("particle Euler step S^2 N=1e5 noise l=6 b=0.1",
@@ -327,16 +327,16 @@ def bench_characteristics(args) -> None:
     loc = _loc(x)
     sa = SpectralAttention(3, 1.0, tol=1e-10)
     L, eps = sa.lmax, sa.epsilon
-    att = _attention_transforms(loc, L, eps, _threads(len(loc)))
+    att = _attention_transforms(loc, L, eps, _threads(len(loc), L))
     alm = np.zeros((1, (L + 1) * (L + 2) // 2), dtype=np.complex128)
     alm[0, 1:] = 0.1
 
     def hess():
-        ducc0.sht.synthesis_general(alm=alm, spin=0, lmax=L, loc=loc, epsilon=eps, nthreads=_threads(len(loc)))
+        ducc0.sht.synthesis_general(alm=alm, spin=0, lmax=L, loc=loc, epsilon=eps, nthreads=_threads(len(loc), L))
         ducc0.sht.synthesis_general(alm=np.concatenate([alm, alm * 0]), spin=2, lmax=L, loc=loc, epsilon=eps,
-                                    nthreads=_threads(len(loc)))
+                                    nthreads=_threads(len(loc), L))
 
-    noi = _noise_transforms(loc, 6, 1e-12, _threads(len(loc)), grad=True)
+    noi = _noise_transforms(loc, 6, 1e-12, _threads(len(loc), 6), grad=True)
     meta.pop("us")
     t = interleaved({"run": run, "tr": lambda: (att(), hess(), noi())}, args.repeat)
     us = meta["us"]

@@ -94,7 +94,7 @@ def empirical_coefficients(x, lmax: int, weights=None, *, epsilon: float = 1e-12
     epsilon : float
         Accuracy of the transform (ducc0), >= 2e-13.
     nthreads : int, optional
-        Threads for ducc0 (default: :func:`meanfield.point_threads` of the number of points).
+        Threads for ducc0 (default: :func:`meanfield.point_threads` of the number of points and lmax).
 
     Returns
     -------
@@ -125,7 +125,7 @@ def empirical_coefficients(x, lmax: int, weights=None, *, epsilon: float = 1e-12
     w = _normalised_weights(weights, x.shape[0])
     if w is None:
         w = np.full(x.shape[0], 1.0 / x.shape[0])
-    nthreads = point_threads(x.shape[0]) if nthreads is None else as_int(nthreads, "nthreads", min_value=1)
+    nthreads = point_threads(x.shape[0], lmax) if nthreads is None else as_int(nthreads, "nthreads", min_value=1)
     if d == 3:
         loc, _ = _s2_loc(x)
         return _s2_adjoint(w, loc, lmax, epsilon, nthreads)

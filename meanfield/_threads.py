@@ -25,12 +25,16 @@ __all__ = ["default_threads", "deterministic", "is_deterministic", "point_thread
 #: Upper bound of the default: the transforms used here stop scaling beyond it.
 MAX_THREADS = 8
 
-#: Non-uniform points per thread below which another thread slows a point transform down: its
-#: start-up and the merge of per-thread buffers cost more than the spreading it takes over.
-#: Measured with ducc0 0.42 on 2 cores (degrees 6 and 24, ε = 1e-12): spin-0 ``synthesis_general``
-#: takes 0.23 ms on one thread and 0.44-0.52 ms on two at 5000 points, about the same at 20000
-#: and 1.2 against 1.7 ms at 40000; the adjoint and the 1-D NUFFTs cross over at the same size or later.
-POINTS_PER_THREAD = 2**14
+#: Work per thread below which another thread slows a point transform down: its start-up and the
+#: merge of per-thread buffers cost more than it takes over. The work of a transform at n points
+#: to degree L is counted as n + 2 (L + 1)² (the spreading of the points, and the 2-D FFT and
+#: Legendre steps on ducc0's oversampled grid, which cost about as much as 2 (L + 1)² points).
+#: Measured with ducc0 0.42 on 2 shared cores, ε = 1e-12, spin 0, one thread against two:
+#: at 5000 points one thread wins at every degree 6-128 (synthesis 0.23 against 0.41 ms at
+#: degree 6); at 20000 points one thread wins the adjoint at degrees 6 and 24 (1.24 against
+#: 1.43 ms) and two threads win it at degree 64 (1.15 against 1.36 ms); at 80000 points two
+#: threads win the synthesis at every degree (2.1 against 3.3 ms at degree 6).
+POINTS_PER_THREAD = 14000
 
 # A context variable, not a module flag: tasks running concurrently in threads of one
 # process (a threaded Dask worker) each keep their own setting.
@@ -87,9 +91,9 @@ def _env_threads() -> int | None:
     return n
 
 
-def point_threads(n: int) -> int:
-    """Threads for one transform at ``n`` non-uniform points: :func:`default_threads`, but at most
-    one per :data:`POINTS_PER_THREAD` points (one thread below that).
+def point_threads(n: int, lmax: int = 0) -> int:
+    """Threads for one transform at ``n`` non-uniform points to degree ``lmax``: :func:`default_threads`,
+    but at most one per :data:`POINTS_PER_THREAD` units of work n + 2 (lmax + 1)² (one thread below that).
 
     Examples
     --------
@@ -97,7 +101,8 @@ def point_threads(n: int) -> int:
     >>> point_threads(1000)
     1
     """
-    return max(1, min(default_threads(), int(n) // POINTS_PER_THREAD))
+    work = int(n) + 2 * (int(lmax) + 1) ** 2
+    return max(1, min(default_threads(), work // POINTS_PER_THREAD))
 
 
 def default_threads() -> int:

@@ -164,8 +164,8 @@ class SpectralAttention:
         Fixed truncation degree; default: chosen per call from β, ``tol`` and the smallest
         token weight (rigorous bound of the module docstring).
     nthreads : int, optional
-        ducc0 threads (default: chosen per call, the CPUs this process may use but at most one per
-        16384 tokens (:func:`meanfield.point_threads`), one inside :func:`~meanfield.deterministic`).
+        ducc0 threads (default: chosen per call by :func:`meanfield.point_threads` from N and the
+        degree, one inside :func:`~meanfield.deterministic`).
     epsilon : float, optional
         Accuracy of the non-uniform transforms; default from ``tol`` (module docstring).
     s1_backend : {"auto", "nufft", "direct"}
@@ -337,9 +337,9 @@ class SpectralAttention:
 
     __call__ = velocity
 
-    def _threads(self, n: int) -> int:
+    def _threads(self, n: int, lmax: int = 0) -> int:
         # the number given to the constructor, else the policy for n points (asked at every call)
-        return point_threads(n) if self._auto_threads else self.nthreads
+        return point_threads(n, lmax) if self._auto_threads else self.nthreads
 
     def _uniform_weights(self, n: int) -> np.ndarray:
         # kept between calls (a solver calls with the same N every step): read-only, shared
@@ -354,7 +354,7 @@ class SpectralAttention:
         # angles shared with the other transforms at these points (e.g. the noise field of the same step)
         pts = s2_points(x)
         loc = pts.loc
-        nt = self._threads(loc.shape[0])
+        nt = self._threads(loc.shape[0], L)
         alm = _s2_adjoint(w, loc, L, eps, nt)
         alm = (lam[basis(3, L).ell] * alm)[None, :]
         g = synthesis_at(alm, L, loc, epsilon=eps, nthreads=nt)[0]

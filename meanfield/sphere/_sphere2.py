@@ -106,14 +106,14 @@ class S2Basis(Basis):
         # x: unit vectors (N, 3) or their S2Points (angles shared with other transforms)
         loc = s2_points(x).loc
         return synthesis_at(c[None], self.lmax, loc, epsilon=epsilon or NUFFT_EPS,
-                            nthreads=point_threads(loc.shape[0]))[0]
+                            nthreads=point_threads(loc.shape[0], self.lmax))[0]
 
     def synth_rows(self, coeffs, x, *, grad=True, epsilon=None):
         # the values of the K fields in one call (inside deterministic() two fields share a transform)
         pts = s2_points(x)
         coeffs = np.ascontiguousarray(np.atleast_2d(coeffs))
         vals = synthesis_at(coeffs, self.lmax, pts.loc, epsilon=epsilon or NUFFT_EPS,
-                            nthreads=point_threads(pts.loc.shape[0]))
+                            nthreads=point_threads(pts.loc.shape[0], self.lmax))
         if not grad:
             return vals, None
         return vals, np.stack([self.gradient_at(c, pts, epsilon=epsilon) for c in coeffs])
@@ -122,14 +122,14 @@ class S2Basis(Basis):
         loc = s2_points(x).loc
         out = ducc0.sht.experimental.adjoint_synthesis_general(
             map=values[None].astype(np.float64), spin=0, lmax=self.lmax, loc=loc,
-            epsilon=epsilon or NUFFT_EPS, nthreads=point_threads(loc.shape[0]))[0]
+            epsilon=epsilon or NUFFT_EPS, nthreads=point_threads(loc.shape[0], self.lmax))[0]
         out[0] = values.sum() / math.sqrt(4 * math.pi)
         return out
 
     def gradient_at(self, c, x, *, epsilon=None):
         pts = s2_points(x)
         gr = synthesis_at(c[None], self.lmax, pts.loc, spin=1, mode="DERIV1", epsilon=epsilon or NUFFT_EPS,
-                          nthreads=point_threads(pts.loc.shape[0]))
+                          nthreads=point_threads(pts.loc.shape[0], self.lmax))
         return pts.tangent(gr[0], gr[1])
 
     def hessian_at(self, c, x, *, epsilon=None):
@@ -138,7 +138,7 @@ class S2Basis(Basis):
         # U = -2 H_θφ (ducc0 conventions, checked against the derivative of the gradient).
         pts = s2_points(x)
         ell = self.ell.astype(float)
-        kw = dict(epsilon=epsilon or NUFFT_EPS, nthreads=point_threads(pts.loc.shape[0]))
+        kw = dict(epsilon=epsilon or NUFFT_EPS, nthreads=point_threads(pts.loc.shape[0], self.lmax))
         alm = np.ascontiguousarray(c[None])
         val, lap = synthesis_at(np.stack([c, -ell * (ell + 1) * c]), self.lmax, pts.loc, **kw)
         g = synthesis_at(alm, self.lmax, pts.loc, spin=1, mode="DERIV1", **kw)

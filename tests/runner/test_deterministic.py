@@ -39,15 +39,17 @@ def test_deterministic_block_sets_one_thread_only_inside_and_only_in_its_thread(
 
 
 def test_point_transforms_take_one_thread_per_block_of_points_and_one_inside_deterministic(monkeypatch):
-    """point_threads: one thread below POINTS_PER_THREAD points, then at most one per block of them,
-    never more than default_threads() (MEANFIELD_NUM_THREADS), one inside deterministic(); the spectral
-    attention and the S^2 point transforms ask it per call unless given a thread count."""
+    """point_threads: one thread below POINTS_PER_THREAD units of work n + 2 (lmax + 1)², then at most one
+    per unit, never more than default_threads() (MEANFIELD_NUM_THREADS), one inside deterministic(); the
+    spectral attention asks it per call (with its degree) unless given a thread count."""
     import meanfield.attention_spectral as att_mod
     from meanfield.attention_spectral import SpectralAttention
 
     monkeypatch.setenv("MEANFIELD_NUM_THREADS", "4")
     assert [point_threads(n) for n in (1, POINTS_PER_THREAD - 1, POINTS_PER_THREAD, 3 * POINTS_PER_THREAD,
                                        100 * POINTS_PER_THREAD)] == [1, 1, 1, 3, 4]
+    lmax = 63  # 2 (lmax + 1)² = 8192 units of work: half a thread's worth more than the points alone
+    assert point_threads(POINTS_PER_THREAD - 8192, lmax) == 1 and point_threads(2 * POINTS_PER_THREAD - 8192, lmax) == 2
     with deterministic():
         assert point_threads(100 * POINTS_PER_THREAD) == 1
     seen = []
