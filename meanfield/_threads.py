@@ -101,8 +101,10 @@ def point_threads(n: int, lmax: int = 0) -> int:
     >>> point_threads(1000)
     1
     """
-    work = int(n) + 2 * (int(lmax) + 1) ** 2
-    return max(1, min(default_threads(), work // POINTS_PER_THREAD))
+    blocks = (int(n) + 2 * (int(lmax) + 1) ** 2) // POINTS_PER_THREAD
+    if blocks < 2:  # one thread whatever the setting: skip the affinity query (small transforms run often)
+        return 1
+    return min(default_threads(), blocks)
 
 
 def default_threads() -> int:
