@@ -14,7 +14,7 @@ import ducc0
 import numpy as np
 
 from .._threads import point_threads
-from .basis import Basis, Grid, register_basis, work_array
+from .basis import Basis, Grid, deliver, register_basis, work_array
 from ._quadrature import circle_quadrature
 
 __all__ = ["CircleBasis", "CircleGrid"]
@@ -220,11 +220,7 @@ class CircleGrid(Grid):
         return {"nlat": None, "nphi": None, "M": self.M, "Q": self.Q}
 
     def synth(self, c, *, out=None):
-        vals = _irfft_synth(c, self.lmax, self.M) if self._fft else self.B @ c
-        if out is None:
-            return vals
-        work_array(out, (self.Q,))[...] = vals
-        return out
+        return deliver(_irfft_synth(c, self.lmax, self.M) if self._fft else self.B @ c, out, self.Q)
 
     def analysis(self, f):
         if not self._fft:

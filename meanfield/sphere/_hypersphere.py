@@ -37,7 +37,7 @@ from .._validate import check_cost
 from ._geometry import sphere_area
 from ._quadrature import product_nodes
 from ._gegenbauer import _Factors, _dot, _tables, chain_labels, n_functions
-from .basis import Basis, Grid, register_basis, work_array
+from .basis import Basis, Grid, deliver, register_basis
 
 __all__ = ["HypersphereBasis", "HypersphereGrid", "householder_frame", "chain_labels"]
 
@@ -341,11 +341,7 @@ class HypersphereGrid(Grid):
         return {"nlat": self.n, "nphi": 2 * self.n, "M": None, "Q": self.Q}
 
     def synth(self, c, *, out=None):
-        vals = self.basis.evaluate(c, self.points)
-        if out is None:
-            return vals
-        work_array(out, (self.Q,))[...] = vals
-        return out
+        return deliver(self.basis.evaluate(c, self.points), out, self.Q)
 
     def analysis(self, f):
         return self.basis.adjoint_rows((self.weights * f)[None], self.points)[0]

@@ -40,11 +40,22 @@ _FAMILIES: list[tuple[int, type]] = []
 def work_array(out: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """``out`` itself if it is a C-contiguous float64 array of ``shape`` (a transform can write into it
     without a copy); ValueError naming the expected layout otherwise."""
-    if not (isinstance(out, np.ndarray) and out.shape == tuple(shape) and out.dtype == np.float64
-            and out.flags.c_contiguous and out.flags.writeable):
-        got = (f"{type(out).__name__} {getattr(out, 'shape', '')} {getattr(out, 'dtype', '')}"
-               f"{'' if getattr(out, 'flags', None) is None or out.flags.c_contiguous else ' (not C-contiguous)'}")
-        raise ValueError(f"out must be a writeable C-contiguous float64 array of shape {tuple(shape)}, got {got}")
+    if isinstance(out, np.ndarray):
+        if (out.shape == tuple(shape) and out.dtype == np.float64 and out.flags.c_contiguous
+                and out.flags.writeable):
+            return out
+        got = f"an array of shape {out.shape}, dtype {out.dtype}" + ("" if out.flags.c_contiguous else ", not C-contiguous")
+    else:
+        got = type(out).__name__
+    raise ValueError(f"out must be a writeable C-contiguous float64 array of shape {tuple(shape)}, got {got}")
+
+
+def deliver(vals: np.ndarray, out: np.ndarray | None, Q: int) -> np.ndarray:
+    """``vals`` itself, or copied into the work array ``out`` (Q,) and ``out`` returned: for grids whose
+    transforms cannot write into a given buffer."""
+    if out is None:
+        return vals
+    work_array(out, (Q,))[...] = vals
     return out
 
 
@@ -172,9 +183,9 @@ class Grid(abc.ABC):
     def synth(self, c: np.ndarray, *, out: np.ndarray | None = None) -> np.ndarray:
         """Values on the grid (Q,) of the field with state coefficients c.
 
-        ``out`` (Q,), C-contiguous float64: written and returned instead of a new array. A solver
-        that reuses one buffer over its steps avoids the page faults of a fresh grid-sized array
-        at every step, which on large grids cost as much as a transform.
+        ``out`` (Q,), C-contiguous float64: written and returned instead of a new array, so that a
+        solver can keep one buffer over its steps instead of a fresh grid-sized array each step
+        (the exponential scheme at lmax 256 took 270 minor page faults per step without it).
         """
 
     @abc.abstractmethod
