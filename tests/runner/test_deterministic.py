@@ -48,7 +48,7 @@ def test_point_transforms_take_one_thread_per_block_of_points_and_one_inside_det
     monkeypatch.setenv("MEANFIELD_NUM_THREADS", "4")
     assert [point_threads(n) for n in (1, POINTS_PER_THREAD - 1, POINTS_PER_THREAD, 3 * POINTS_PER_THREAD,
                                        100 * POINTS_PER_THREAD)] == [1, 1, 1, 3, 4]
-    lmax = 63  # 2 (lmax + 1)² = 8192 units of work: half a thread's worth more than the points alone
+    lmax = 63  # 2 (lmax + 1)² = 8192 units of work on top of the points: the second assertion fails if lmax is ignored
     assert point_threads(POINTS_PER_THREAD - 8192, lmax) == 1 and point_threads(2 * POINTS_PER_THREAD - 8192, lmax) == 2
     with deterministic():
         assert point_threads(100 * POINTS_PER_THREAD) == 1
