@@ -15,11 +15,6 @@ from ._tree import BrownianTree, tree_cost
 
 __all__ = ["NoisePath", "FieldIncrement", "noise_path_cost", "noise_path_sizes"]
 
-#: Below this many points the field is evaluated with the explicit basis matrix; above, by ducc0.
-_DIRECT_MAX_POINTS = 2048
-#: ... and only while the basis matrix has at most this many entries (points × coefficients):
-#: beyond it ducc0's transform is faster (1000 points: 0.003 s against 0.39 s at lmax = 128, 0.6 s against 23 s at lmax = 1024).
-_DIRECT_MAX_ENTRIES = 2**22
 #: Seconds per coefficient and component of one evaluation of the field at about 1000 points on
 #: S^2 (ducc0); every basis states its own (:attr:`meanfield.sphere.Basis.eval_seconds_per_coeff`).
 EVAL_SECONDS_PER_COEFF = 3e-7
@@ -235,13 +230,14 @@ class NoisePath(NoiseSource):
         """Σ_lm c_{a,lm} Y_lm(x) for each component a: points (N, d) -> values (N, d).
 
         ``epsilon``: accuracy of the fast transforms (relative to the coefficients' norm; default
-        ``NUFFT_EPS``); small point sets are evaluated exactly with the basis matrix.
+        ``NUFFT_EPS``); point sets small enough that the basis matrix is faster
+        (:meth:`meanfield.sphere.Basis.prefers_direct`) are evaluated exactly with it.
         """
         x = field_points(x, self.d)
         n = x.shape[0]
         b = self.basis
         out = np.empty((n, self.d))
-        if not b.fast_transforms or (n <= _DIRECT_MAX_POINTS and n * self.n_coeffs <= _DIRECT_MAX_ENTRIES):
+        if b.prefers_direct(n):
             block = max(1, 2**22 // self.n_coeffs)
             for s in range(0, n, block):
                 out[s : s + block] = b.real_basis(x[s : s + block]) @ coeffs.T

@@ -319,6 +319,9 @@ class Basis(abc.ABC):
     #: model of :func:`meanfield.noise.noise_path_cost`): ducc0 on S^2 measured 0.35–0.62 s at
     #: lmax = 1024 and 2.0–2.4 s at lmax = 2048 on a loaded 2-core machine, rounded up.
     eval_seconds_per_coeff: float = 3e-7
+    #: Largest (points × real coefficients) for which evaluating with the explicit basis matrix
+    #: beats the fast point transforms; bases without fast transforms always use the matrix.
+    direct_max_entries: float = math.inf
 
     def __init__(self, lmax: int):
         self.lmax = int(lmax)
@@ -392,6 +395,24 @@ class Basis(abc.ABC):
     @abc.abstractmethod
     def real_basis(self, x: np.ndarray) -> np.ndarray:
         """Real orthonormal basis functions at unit vectors x (N, d), shape (N, n_real) (direct)."""
+
+    def prefers_direct(self, n: int) -> bool:
+        """Whether n points are evaluated faster with :meth:`real_basis` than with the point transforms.
+
+        True when the basis has no fast transforms or when ``n · n_real <=
+        direct_max_entries``: the matrix costs about n · n_real products, the transforms a
+        fixed planning cost that small point sets cannot amortise.
+
+        Examples
+        --------
+        >>> from meanfield.sphere import basis
+        >>> b = basis(3, 6)                       # 49 real harmonics on S^2
+        >>> b.prefers_direct(256), b.prefers_direct(2048)
+        (True, False)
+        >>> basis(2, 6).prefers_direct(10**6)     # S^1 has no fast point transforms
+        True
+        """
+        return not self.fast_transforms or n * self.n_real <= self.direct_max_entries
 
     def points(self, x: np.ndarray):
         """Point set for repeated point transforms at x (N, d): the basis may cache angles or frames in it."""

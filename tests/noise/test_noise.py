@@ -94,13 +94,31 @@ def test_truncation_is_reported():
     assert noise.kappa1 == pytest.approx(float(noise.kernel.kappa(1.0)), rel=1e-12)
 
 
-def test_direct_and_nonuniform_transform_evaluations_agree():
+def test_direct_and_nonuniform_transform_evaluations_agree(monkeypatch):
     noise = NoisePath(RELU, 3, 10, seed=4)
     f = noise.field(0.0, 0.25)
-    x = _unit(np.random.default_rng(1), 3000, 3)  # above the direct-evaluation threshold
-    big = f(x)
-    small = noise.evaluate(x[:500], f.coeffs)
-    assert np.abs(big[:500] - small).max() < 1e-11
+    b = noise.basis
+    x = _unit(np.random.default_rng(1), 3000, 3)
+    exact = b.real_basis(x) @ f.coeffs.T
+    # 121 harmonics: 200 points are below the matrix/transform crossover, 3000 above
+    assert b.prefers_direct(200) and not b.prefers_direct(3000)
+    calls = []
+    synth_rows = type(b).synth_rows
+    monkeypatch.setattr(type(b), "synth_rows", lambda *a, **k: calls.append(a[2].shape[0]) or synth_rows(*a, **k))
+    big, small = f(x), f(x[:200])
+    assert calls == [3000]
+    assert np.abs(big - exact).max() < 1e-11
+    assert np.abs(small - exact[:200]).max() < 1e-14 * np.abs(exact).max()
+
+
+def test_direct_evaluation_policy_follows_the_basis_size():
+    from meanfield.sphere import basis
+
+    for lmax in (1, 6, 16):
+        b = basis(3, lmax)
+        n_max = b.direct_max_entries // b.n_real
+        assert b.prefers_direct(n_max) and not b.prefers_direct(n_max + 1)
+    assert basis(2, 64).prefers_direct(10**7) and basis(4, 4).prefers_direct(10**7)
 
 
 def test_random_feature_noise_covariance_and_reproducibility():
