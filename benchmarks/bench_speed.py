@@ -23,7 +23,9 @@ Rows (targets):
   and at tol 1e-10: <= 150 ms; ratio to its three ducc0 transforms; cost exponent from
   10^4 to 10^6 <= 1.0; >= 1000x the package's direct O(N^2) sum at N = 2·10^4 (the stand-in
   for the peer dense step, whose authors report 20-38 s at that N);
-* particle Euler step with noise, S^2, N = 10^5: <= 25 ms; ratio to its transforms;
+* particle Euler step with noise, S^2, N = 10^5: <= 25 ms; ratio to its transforms; at the chaos
+  study's sizes the step at N = 2048 and the noise field alone at 256 and 2048 points against
+  the transforms they need;
 * SPDE step on S^2, exponential and push-forward: <= 3x one synthesis + analysis pair at
   lmax 64-256; on S^1 <= 10x an FFT pair; setup at lmax 256 <= 0.1 s; the push-forward step
   also as a multiple of its own transform limit (the synthesis of ρ and one adjoint
@@ -222,6 +224,33 @@ def bench_particles(args) -> None:
         f"{step * 1e3:7.2f} ms = {step / t['tr']:4.2f} x transforms ({t['tr'] * 1e3:.2f} ms), tol "
         f"{acc['attention_tol']:g}, eps {acc['noise_epsilon']:g}", "<= 25 ms", step <= 0.025, num=step * 1e3, unit="ms",
         rel=f"{step / t['tr']:.2f} x its transforms")
+    # the chaos study's particle sizes: a noise evaluation at 64-4096 points against the three ducc0
+    # syntheses it would need, so the basis' matrix/transform crossover shows in the ratio
+    xs = x[:2048]
+    k_small = 64
+
+    def run_small():
+        sol = solve_particles(xs, noise, 0.1, dt, [k_small * dt])
+        meta.update(sol.meta)
+
+    run_small()
+    sa.velocity(xs, check=False)
+    loc = _loc(xs)
+    att = _attention_transforms(loc, sa.last_lmax, sa.last_epsilon, _threads(len(loc), sa.last_lmax))
+    noi = _noise_transforms(loc, 6, float(acc["noise_epsilon"]), _threads(len(loc), 6), grad=False)
+    t = interleaved({"p": run_small, "tr": lambda: (att(), noi())}, args.repeat)
+    step = t["p"] / k_small
+    row("particle Euler step S^2 N=2048 noise l=6 b=0.1",
+        f"{step * 1e3:7.3f} ms = {step / t['tr']:4.2f} x transforms ({t['tr'] * 1e3:.3f} ms)",
+        num=step * 1e3, unit="ms", rel=f"{step / t['tr']:.2f} x its transforms")
+    f = noise.field(0.0, dt)
+    for n in (256, 2048):
+        xs = x[:n]
+        tr = _noise_transforms(_loc(xs), 6, 1e-12, _threads(n, 6), grad=False)
+        t = interleaved({"f": lambda: f(xs), "tr": tr}, max(args.repeat, 5) * 4)
+        row(f"noise field S^2 l=6 N={n}",
+            f"{t['f'] * 1e3:7.3f} ms = {t['f'] / t['tr']:4.2f} x its 3 syntheses ({t['tr'] * 1e3:.3f} ms)",
+            num=t["f"] * 1e3, unit="ms", rel=f"{t['f'] / t['tr']:.2f} x its 3 syntheses")
 
 
 # ----------------------------------------------------------------------------- SPDE
