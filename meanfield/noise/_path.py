@@ -230,14 +230,15 @@ class NoisePath(NoiseSource):
         """Σ_lm c_{a,lm} Y_lm(x) for each component a: points (N, d) -> values (N, d).
 
         ``epsilon``: accuracy of the fast transforms (relative to the coefficients' norm; default
-        ``NUFFT_EPS``); point sets small enough that the basis matrix is faster
-        (:meth:`meanfield.sphere.Basis.prefers_direct`) are evaluated exactly with it.
+        ``NUFFT_EPS``). Low degrees are evaluated exactly as homogeneous polynomials
+        (:attr:`meanfield.sphere.Basis.polynomial`); otherwise point sets small enough that the
+        basis matrix is faster (:meth:`meanfield.sphere.Basis.prefers_direct`) exactly with it.
         """
         x = field_points(x, self.d)
         n = x.shape[0]
         b = self.basis
         out = np.empty((n, self.d))
-        if b.prefers_direct(n):
+        if b.polynomial is None and b.prefers_direct(n):
             block = max(1, 2**22 // self.n_coeffs)
             for s in range(0, n, block):
                 out[s : s + block] = b.real_basis(x[s : s + block]) @ coeffs.T

@@ -29,8 +29,13 @@ import numpy as np
 
 from .._validate import as_int
 from ._geometry import sphere_area
+from ._polynomial import HomogeneousForm
 
 __all__ = ["Basis", "Grid", "basis", "check_dimension", "has_basis", "register_basis", "supported_dimensions"]
+
+#: Most harmonics a basis evaluates through its homogeneous-polynomial form (beyond, building
+#: the form's conversion costs more than a run saves).
+POLYNOMIAL_MAX_FUNCTIONS = 1024
 
 _REGISTRY: dict[int, type] = {}
 #: Families: (first d, class with ``for_dimension(d)``) serving every d >= first d not in _REGISTRY.
@@ -322,6 +327,9 @@ class Basis(abc.ABC):
     #: Largest (points × real coefficients) for which evaluating with the explicit basis matrix
     #: beats the fast point transforms; bases without fast transforms always use the matrix.
     direct_max_entries: float = math.inf
+    #: Largest degree whose fields are evaluated at points as homogeneous polynomials
+    #: (:attr:`polynomial`) instead of by the basis' own point transforms; -1: never.
+    polynomial_max_lmax: int = -1
 
     def __init__(self, lmax: int):
         self.lmax = int(lmax)
@@ -413,6 +421,26 @@ class Basis(abc.ABC):
         True
         """
         return not self.fast_transforms or n * self.n_real <= self.direct_max_entries
+
+    @functools.cached_property
+    def polynomial(self) -> HomogeneousForm | None:
+        """The exact homogeneous-polynomial form of this basis' fields, or None where it is not used.
+
+        Used by :meth:`synth_rows` (and so by the noise fields) for degrees up to
+        ``polynomial_max_lmax`` and at most :data:`POLYNOMIAL_MAX_FUNCTIONS` harmonics, where
+        it is faster than the point transforms (measured on S^2 up to degree 6, on S^{d-1},
+        d >= 4, at every degree it is built for) and exact to round-off; None beyond, or
+        where the conversion would not be accurate to 1e-12.
+
+        Examples
+        --------
+        >>> from meanfield.sphere import basis
+        >>> basis(3, 6).polynomial is not None, basis(3, 40).polynomial is None
+        (True, True)
+        """
+        if self.lmax > self.polynomial_max_lmax or self.n_real > POLYNOMIAL_MAX_FUNCTIONS:
+            return None
+        return HomogeneousForm.from_basis(self)
 
     def points(self, x: np.ndarray):
         """Point set for repeated point transforms at x (N, d): the basis may cache angles or frames in it."""

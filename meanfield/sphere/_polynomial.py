@@ -1,0 +1,189 @@
+"""Low-degree fields on S^{d-1} as homogeneous polynomials: exact values and gradients at points.
+
+A real harmonic of degree l is the restriction of a homogeneous harmonic polynomial H_l of
+degree l, and on the sphere H_l(x) = |x|^{D-l} H_l(x) for any D - l even. A field of degree
+<= L is therefore, on the sphere, the sum P_L(x) + P_{L-1}(x) of two homogeneous polynomials:
+its degrees of the parity of L lifted to degree L, the others to degree L - 1. The monomials of
+degree D in d variables number C(D + d - 1, d - 1) = Σ_k N(d, D - 2k), exactly the harmonics
+of degree <= D of that parity, so the map from real coefficients to monomial coefficients is
+square and invertible. At points the monomials are formed by one product each from those of
+one degree lower, and the surface gradient is P_x ∇(P_L + P_{L-1}) with the monomial
+derivatives: a few multiply-adds per point and coefficient, no transcendental function, exact
+to round-off. For the noise fields of the theory (degree <= 6 on S^2) this is 2-3 times
+cheaper than ducc0's non-uniform transforms, and on S^{d-1}, d >= 4, 13-45 times cheaper than
+the Gegenbauer-product tables.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["HomogeneousForm", "homogeneous_exponents"]
+
+#: Points per block: the monomial tables of a block stay in cache.
+_BLOCK = 2048
+#: Relative residual above which the conversion is refused (the caller keeps its transforms).
+_MAX_RESIDUAL = 1e-12
+
+
+def homogeneous_exponents(d: int, degree: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Exponents (n, d) of the monomials of one degree, and how each is one product from the degree below.
+
+    Returns ``(exponents, parent, var)``: monomial j of ``degree`` is monomial ``parent[j]``
+    of ``degree - 1`` (in the order this function gives it) times x[var[j]], where ``var[j]``
+    is the first variable of nonzero exponent. n = C(degree + d - 1, d - 1).
+
+    Examples
+    --------
+    >>> e, parent, var = homogeneous_exponents(3, 2)
+    >>> e.tolist()
+    [[2, 0, 0], [1, 1, 0], [1, 0, 1], [0, 2, 0], [0, 1, 1], [0, 0, 2]]
+    >>> parent.tolist(), var.tolist()     # x0² = x0·x0, x0 x1 = x1·x0, ..., x2² = x2·x2
+    ([0, 1, 2, 1, 2, 2], [0, 0, 0, 1, 1, 2])
+    """
+    prev = _exponents(d, degree - 1) if degree > 0 else None
+    exps = _exponents(d, degree)
+    if prev is None:
+        return exps, np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    var = np.argmax(exps > 0, axis=1)
+    lower = exps.copy()
+    lower[np.arange(len(exps)), var] -= 1
+    return exps, _lookup(prev, lower), var
+
+
+def _exponents(d: int, degree: int) -> np.ndarray:
+    """All exponent vectors of total ``degree`` in d variables, lexicographically decreasing."""
+    if d == 1:
+        return np.array([[degree]], dtype=np.int64)
+    rows = [np.concatenate([np.full((len(t), 1), k), t], axis=1)
+            for k in range(degree, -1, -1) for t in [_exponents(d - 1, degree - k)]]
+    return np.concatenate(rows, axis=0).astype(np.int64)
+
+
+def _lookup(table: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Index in ``table`` of every row of ``rows`` (all present)."""
+    base = int(table.max(initial=0)) + 1
+    w = base ** np.arange(table.shape[1], dtype=np.int64)
+    keys = table @ w
+    order = np.argsort(keys)
+    return order[np.searchsorted(keys[order], rows @ w)]
+
+
+class HomogeneousForm:
+    """The fields of a harmonic basis of degree <= L as two homogeneous polynomials (see the module).
+
+    Built from the basis' own real harmonics, by solving for the monomial coefficients of each
+    parity on sample points (a square, well-conditioned system at low degree: condition 35 for
+    L = 6 on S^2, 800 for L = 10); :meth:`from_basis` returns None when the residual exceeds
+    1e-12, and callers then keep their transforms.
+
+    Attributes
+    ----------
+    d, lmax : int
+    parts : list of (degree D, real-coefficient columns, matrix X (n_D, n_cols))
+        Monomial coefficients of degree D of a field: ``X @ c[cols]``.
+    residual : float
+        Largest relative residual of the conversion on the sample points.
+
+    Examples
+    --------
+    >>> from meanfield.sphere import basis
+    >>> b = basis(3, 6)
+    >>> form = b.polynomial
+    >>> x = np.array([[0.0, 0.6, 0.8], [1.0, 0.0, 0.0]])
+    >>> c = np.arange(49.0)[None] / 49
+    >>> vals, grads = form.synth_rows(c, x)
+    >>> bool(np.allclose(vals, c @ b.real_basis(x).T, atol=1e-13))
+    True
+    >>> bool(np.allclose(np.einsum("knd,nd->kn", grads, x), 0.0))   # tangent to the sphere
+    True
+    """
+
+    def __init__(self, d: int, lmax: int, parts, residual: float):
+        self.d, self.lmax, self.parts, self.residual = d, lmax, parts, residual
+        L = lmax
+        self._mono = [homogeneous_exponents(d, k) for k in range(L + 1)]
+        # ∂/∂x_i maps the monomial coefficients of degree D to those of degree D - 1
+        self._deriv = {}
+        for D, _, _ in parts:
+            if D == 0:
+                continue
+            exps = self._mono[D][0]
+            lower_exps = self._mono[D - 1][0]
+            rows, cols, vals = [], [], []
+            for i in range(d):
+                has = np.nonzero(exps[:, i] > 0)[0]
+                lower = exps[has].copy()
+                lower[:, i] -= 1
+                rows.append(i * len(lower_exps) + _lookup(lower_exps, lower))
+                cols.append(has)
+                vals.append(exps[has, i].astype(float))
+            M = np.zeros((d * len(lower_exps), len(exps)))
+            M[np.concatenate(rows), np.concatenate(cols)] = np.concatenate(vals)
+            self._deriv[D] = M
+
+    @classmethod
+    def from_basis(cls, basis) -> "HomogeneousForm | None":
+        """The form of ``basis`` (any d), or None when its conversion is not accurate to 1e-12."""
+        d, L = basis.d, basis.lmax
+        degrees = basis.real_degrees()
+        n_sample = max(64, 4 * basis.n_real)
+        # a fixed point set: the conversion is a property of the basis, not a random draw
+        y = np.random.default_rng(0).normal(size=(n_sample, d))
+        y /= np.linalg.norm(y, axis=1, keepdims=True)
+        B = basis.real_basis(y)
+        tables = _monomials(np.ascontiguousarray(y.T), [homogeneous_exponents(d, k) for k in range(L + 1)], L)
+        parts, residual = [], 0.0
+        for D in (L, L - 1):
+            if D < 0:
+                continue
+            cols = np.nonzero(degrees % 2 == D % 2)[0]
+            A = tables[D].T
+            if A.shape[1] != cols.size:  # pragma: no cover - a basis without the harmonic dimensions
+                return None
+            X = np.linalg.lstsq(A, B[:, cols], rcond=None)[0]
+            scale = max(float(np.abs(B[:, cols]).max()), 1e-300)
+            residual = max(residual, float(np.abs(A @ X - B[:, cols]).max()) / scale)
+            parts.append((D, cols, np.ascontiguousarray(X)))
+        if residual > _MAX_RESIDUAL:
+            return None
+        return cls(d, L, parts, residual)
+
+    def synth_rows(self, coeffs: np.ndarray, x: np.ndarray, *, grad: bool = True):
+        """Values (K, N) and, with ``grad``, surface gradients (K, N, d) of K fields at directions x.
+
+        ``coeffs``: real-basis coefficients (K, n_real); ``x``: nonzero vectors (N, d), read as
+        their directions x / |x|.
+        """
+        C = np.atleast_2d(np.asarray(coeffs, dtype=np.float64))
+        x = np.asarray(x, dtype=np.float64)
+        K, n, d = C.shape[0], x.shape[0], self.d
+        u = np.ascontiguousarray((x / np.linalg.norm(x, axis=1, keepdims=True)).T)  # (d, N)
+        P = {D: C[:, cols] @ X.T for D, cols, X in self.parts}  # (K, n_D)
+        G = {D: (P[D] @ self._deriv[D].T).reshape(K * d, -1) for D in P if grad and D > 0}
+        vals = np.empty((K, n))
+        grads = np.empty((K, d, n)) if grad else None
+        for s in range(0, n, _BLOCK):
+            ub = u[:, s : s + _BLOCK]
+            M = _monomials(ub, self._mono, self.lmax)
+            v = vals[:, s : s + _BLOCK]
+            v[:] = 0.0
+            for D, p in P.items():
+                v += p @ M[D]
+            if grad:
+                g = grads[:, :, s : s + _BLOCK]
+                g[:] = 0.0
+                for D, q in G.items():
+                    g += (q @ M[D - 1]).reshape(K, d, -1)
+                # surface gradient: remove the radial part of the ambient one
+                g -= np.einsum("kin,in->kn", g, ub)[:, None, :] * ub[None]
+        return vals, (np.transpose(grads, (0, 2, 1)) if grad else None)
+
+
+def _monomials(uT: np.ndarray, mono, L: int) -> list:
+    """Monomial tables of degree 0..L at points uT (d, B): list of (n_k, B) arrays."""
+    out = [np.ones((1, uT.shape[1]))]
+    for k in range(1, L + 1):
+        _, parent, var = mono[k]
+        out.append(out[k - 1][parent] * uT[var])
+    return out
