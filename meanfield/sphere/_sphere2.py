@@ -23,6 +23,14 @@ NUFFT_EPS = 1e-12
 LEG_SERIAL_WORK = 1 << 20
 
 
+#: Values alone (no gradients) of degree-6 fields: the polynomial form and ducc0 cost about the
+#: same at accuracy 1e-12 (8.5 against 8.3 ms for 3 fields at 1e5 points) but ducc0 is 10-25 %
+#: cheaper at 1e-7 beyond a few thousand points (0.66 against 0.52 ms at 4608, 8.5 against
+#: 7.7 ms at 1e5); with gradients the form is 2-3x cheaper at every N.
+_FORM_VALUES_MAX_POINTS = 4096
+_FORM_VALUES_MAX_EPS = 1e-9
+
+
 @register_basis(3)
 class S2Basis(Basis):
     """Spherical harmonics of degree <= lmax on S^2; the state is ducc0's complex alm (healpy packing).
@@ -40,8 +48,8 @@ class S2Basis(Basis):
     fast_transforms = True
     directions_only = True  # ducc0 takes the angles of the points
     # Values and gradients of 3 fields at 4608 points: 0.63 against 1.97 ms (ducc0, eps 1e-12) at
-    # degree 6, 1.0 against 1.95 ms at 8, 2.3 against 1.9 ms at 10; values alone at 1e5 points:
-    # 9.4 against 10.1 ms at degree 6, 21 against 9.3 ms at 8 (2 shared cores).
+    # degree 6, 1.0 against 1.95 ms at 8, 2.3 against 1.9 ms at 10 (2 shared cores); values
+    # alone: see _FORM_VALUES_MAX_POINTS.
     polynomial_max_lmax = 6
     # Measured on a 2-core machine (three fields, best of 5 x 20): the matrix wins up to about
     # 2^15 entries (lmax 6: 0.14 against 0.22 ms at N = 256, 0.25 against 0.27 ms at 512) and
@@ -120,7 +128,8 @@ class S2Basis(Basis):
     def synth_rows(self, coeffs, x, *, grad=True, epsilon=None):
         form = self.polynomial
         xyz = x.x if isinstance(x, S2Points) else x
-        if form is not None and xyz is not None:  # exact, and cheaper at low degree
+        if form is not None and xyz is not None and (grad or len(xyz) <= _FORM_VALUES_MAX_POINTS
+                                                     or (epsilon or NUFFT_EPS) < _FORM_VALUES_MAX_EPS):
             return form.synth_rows(self.to_real(np.atleast_2d(coeffs)), xyz, grad=grad)
         # the values of the K fields in one call (inside deterministic() two fields share a transform)
         pts = s2_points(x)

@@ -80,6 +80,17 @@ def test_directions_only_and_the_basis_policy():
     # at a loose transform accuracy only the exact form gives the values to 1e-13
     vals, _ = b.synth_rows(b.from_real(c), x, grad=False, epsilon=1e-6)
     assert np.abs(vals - v1).max() < 1e-13 * np.abs(v1).max()
+    # values alone at many points and a loose accuracy: the transforms (cheaper there); with
+    # gradients, or at a tight accuracy, the form
+    y = _unit(rng, 5000, 3)
+    exact = b.polynomial.synth_rows(c, y)
+    loose, _ = b.synth_rows(b.from_real(c), y, grad=False, epsilon=1e-6)
+    tight, _ = b.synth_rows(b.from_real(c), y, grad=False, epsilon=1e-12)
+    both = b.synth_rows(b.from_real(c), y, grad=True, epsilon=1e-6)
+    scale = np.abs(exact[0]).max()
+    assert 1e-10 * scale < np.abs(loose - exact[0]).max() < 1e-5 * scale
+    assert np.abs(tight - exact[0]).max() < 1e-13 * scale
+    assert np.abs(both[1] - exact[1]).max() < 1e-13 * np.abs(exact[1]).max()
 
 
 def test_noise_field_uses_the_form_on_every_sphere_it_has():
