@@ -29,7 +29,9 @@ def noise_path_cost(d: int, lmax: int, *, spectral: bool = False, max_depth: int
     and one evaluation of the field at about a thousand points (the basis' own
     ``eval_seconds_per_coeff``: ducc0 on S^2, direct Gegenbauer products for d >= 4). The
     constants were measured on a loaded 2-core machine and rounded up; on S^2 the estimate
-    is 1.5–3 times the measured time.
+    is 1.5–3 times the measured time. They bound the transforms of high degrees; the
+    low degrees evaluated as homogeneous polynomials (:attr:`meanfield.sphere.Basis.polynomial`)
+    cost less than the estimate.
 
     Examples
     --------

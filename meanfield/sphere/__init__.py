@@ -4,6 +4,9 @@ Projection and tangent frames (any d), quadrature rules (product Gauss rules on 
 and cell charts in hyperspherical coordinates), zonal harmonics for every d and, per
 sphere, a harmonic :class:`Basis` that owns the degree, the coefficient layout, the
 transforms and the quadrature :class:`Grid` (:func:`basis` picks it from the dimension).
+Low-degree fields are evaluated at points exactly as homogeneous polynomials
+(:class:`HomogeneousForm`, :attr:`Basis.polynomial`) wherever that is cheaper than the
+basis' transforms.
 """
 
 from ._geometry import angles_to_cart, cart_to_angles, project, sample_uniform, sphere_area, tangent_frame, tangent_project
@@ -24,6 +27,7 @@ from ._hyper import (
 )
 from ._charts import CellChart, CircleChart, HypersphericalChart, cell_chart
 from ._s2 import alm_index, alm_to_real, n_alm, real_to_alm
+from ._polynomial import HomogeneousForm, homogeneous_exponents
 from ._zonal import harmonic_dimension, legendre_d, zonal, zonal_derivative
 from .basis import Basis, Grid, basis, check_dimension, has_basis, register_basis, supported_dimensions
 from ._circle import CircleBasis, CircleGrid
@@ -56,6 +60,8 @@ __all__ = [
     "tangent_volume",
     "monomial_exponents",
     "monomials",
+    "homogeneous_exponents",
+    "HomogeneousForm",
     "CellChart",
     "CircleChart",
     "HypersphericalChart",

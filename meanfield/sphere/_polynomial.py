@@ -35,7 +35,8 @@ def homogeneous_exponents(d: int, degree: int) -> tuple[np.ndarray, np.ndarray, 
 
     Returns ``(exponents, parent, var)``: monomial j of ``degree`` is monomial ``parent[j]``
     of ``degree - 1`` (in the order this function gives it) times x[var[j]], where ``var[j]``
-    is the first variable of nonzero exponent. n = C(degree + d - 1, d - 1).
+    is the first variable of nonzero exponent. n = C(degree + d - 1, d - 1); the order is that
+    of :func:`~meanfield.sphere.monomial_exponents` within one degree.
 
     Examples
     --------
@@ -56,12 +57,13 @@ def homogeneous_exponents(d: int, degree: int) -> tuple[np.ndarray, np.ndarray, 
 
 
 def _exponents(d: int, degree: int) -> np.ndarray:
-    """All exponent vectors of total ``degree`` in d variables, lexicographically decreasing."""
-    if d == 1:
-        return np.array([[degree]], dtype=np.int64)
-    rows = [np.concatenate([np.full((len(t), 1), k), t], axis=1)
-            for k in range(degree, -1, -1) for t in [_exponents(d - 1, degree - k)]]
-    return np.concatenate(rows, axis=0).astype(np.int64)
+    """Exponents of total ``degree`` in the order of :func:`~meanfield.sphere.monomial_exponents`."""
+    from ._hyper import monomial_exponents  # _hyper imports the basis layer, which imports this module
+
+    if degree == 0:
+        return np.zeros((1, d), dtype=np.int64)
+    exps = monomial_exponents(d, degree)
+    return exps[exps.sum(axis=1) == degree]
 
 
 def _lookup(table: np.ndarray, rows: np.ndarray) -> np.ndarray:
