@@ -160,7 +160,7 @@ class HomogeneousForm:
         """Values (K, N) and, with ``grad``, surface gradients (K, N, d) of K fields at directions x.
 
         ``coeffs``: real-basis coefficients (K, n_real); ``x``: nonzero vectors (N, d), read as
-        their directions x / |x|.
+        their directions ``x / |x|``.
         """
         C = np.atleast_2d(np.asarray(coeffs, dtype=np.float64))
         x = np.asarray(x, dtype=np.float64)
