@@ -240,7 +240,10 @@ class NoisePath(NoiseSource):
         n = x.shape[0]
         b = self.basis
         out = np.empty((n, self.d))
-        if b.polynomial is None and b.prefers_direct(n):
+        if b.uses_polynomial(n, False, epsilon):  # real coefficients as they are: no layout round trip
+            out[:] = b.polynomial.synth_rows(coeffs, x, grad=False)[0].T
+            return out
+        if b.prefers_direct(n):
             block = max(1, 2**22 // self.n_coeffs)
             for s in range(0, n, block):
                 out[s : s + block] = b.real_basis(x[s : s + block]) @ coeffs.T

@@ -200,7 +200,7 @@ class HypersphereBasis(Basis):
 
     def synth_rows(self, coeffs, x, *, grad: bool = True, epsilon=None):
         """Values (K, N) and, with ``grad``, ambient surface gradients (K, N, d) of K fields (K, n_real)."""
-        if self.polynomial is not None:
+        if self.uses_polynomial(np.shape(x)[0], grad, epsilon):
             return self.polynomial.synth_rows(coeffs, x, grad=grad)
         x = self._unit(x)
         C = np.ascontiguousarray(np.atleast_2d(np.asarray(coeffs, dtype=np.float64)))

@@ -26,6 +26,8 @@ __all__ = ["HomogeneousForm", "homogeneous_exponents"]
 
 #: Points per block: the monomial tables of a block stay in cache.
 _BLOCK = 4096
+#: Table entries (monomials × points) up to which a degree is formed with one gathered product.
+_FEW_ENTRIES = 2**15
 #: Relative residual above which the conversion is refused (the caller keeps its transforms).
 _MAX_RESIDUAL = 1e-12
 
@@ -209,10 +211,11 @@ class _Tables:
 
     def __init__(self, d: int, L: int):
         self.L = L
-        self.parent, self.groups, self.offset = [], [], [0, 1]
+        self.parent, self.var, self.groups, self.offset = [], [], [], [0, 1]
         for k in range(1, L + 1):
             exps, parent, var = homogeneous_exponents(d, k)
             self.parent.append(parent)
+            self.var.append(var)
             edges = np.searchsorted(var, np.arange(d + 1))  # var is non-decreasing
             self.groups.append([(j, int(edges[j]), int(edges[j + 1])) for j in range(d) if edges[j + 1] > edges[j]])
             self.offset.append(self.offset[-1] + len(exps))
@@ -232,10 +235,16 @@ class _Tables:
         buf = self.work("tables", self.offset[-1], B)
         out = [buf[0:1]]
         out[0][:] = 1.0
+        # few points: one product per degree with the gathered coordinates (a small temporary)
+        # costs less than d in-place products; many points: no temporaries
+        few = B * self.offset[-1] <= _FEW_ENTRIES
         for k in range(1, self.L + 1):
             t = buf[self.offset[k] : self.offset[k + 1]]
             np.take(out[k - 1], self.parent[k - 1], axis=0, out=t)
-            for j, a, b in self.groups[k - 1]:
-                np.multiply(t[a:b], uT[j], out=t[a:b])
+            if few:
+                t *= uT[self.var[k - 1]]
+            else:
+                for j, a, b in self.groups[k - 1]:
+                    np.multiply(t[a:b], uT[j], out=t[a:b])
             out.append(t)
         return out

@@ -105,6 +105,10 @@ class S2Basis(Basis):
     def real_basis(self, x):
         return real_basis_s2(self.lmax, x)
 
+    def uses_polynomial(self, n, grad, epsilon=None):
+        return self.polynomial is not None and (grad or n <= _FORM_VALUES_MAX_POINTS
+                                                or (epsilon or NUFFT_EPS) < _FORM_VALUES_MAX_EPS)
+
     def points(self, x):
         return s2_points(x)
 
@@ -126,11 +130,9 @@ class S2Basis(Basis):
                             nthreads=point_threads(loc.shape[0], self.lmax))[0]
 
     def synth_rows(self, coeffs, x, *, grad=True, epsilon=None):
-        form = self.polynomial
         xyz = x.x if isinstance(x, S2Points) else x
-        if form is not None and xyz is not None and (grad or len(xyz) <= _FORM_VALUES_MAX_POINTS
-                                                     or (epsilon or NUFFT_EPS) < _FORM_VALUES_MAX_EPS):
-            return form.synth_rows(self.to_real(np.atleast_2d(coeffs)), xyz, grad=grad)
+        if xyz is not None and self.uses_polynomial(len(xyz), grad, epsilon):
+            return self.polynomial.synth_rows(self.to_real(np.atleast_2d(coeffs)), xyz, grad=grad)
         # the values of the K fields in one call (inside deterministic() two fields share a transform)
         pts = s2_points(x)
         coeffs = np.ascontiguousarray(np.atleast_2d(coeffs))

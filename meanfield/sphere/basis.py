@@ -442,6 +442,14 @@ class Basis(abc.ABC):
             return None
         return HomogeneousForm.from_basis(self)
 
+    def uses_polynomial(self, n: int, grad: bool, epsilon: float | None = None) -> bool:
+        """Whether :meth:`synth_rows` of n points takes :attr:`polynomial` (else the point transforms).
+
+        ``grad`` and ``epsilon`` are those of the call: a basis whose transforms are cheaper
+        for values alone at loose accuracy says so here (S^2).
+        """
+        return self.polynomial is not None
+
     def points(self, x: np.ndarray):
         """Point set for repeated point transforms at x (N, d): the basis may cache angles or frames in it."""
         return x
