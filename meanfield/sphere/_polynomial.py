@@ -9,9 +9,9 @@ of degree <= D of that parity, so the map from real coefficients to monomial coe
 square and invertible. At points the monomials are formed by one product each from those of
 one degree lower, and the surface gradient is P_x ∇(P_L + P_{L-1}) with the monomial
 derivatives: a few multiply-adds per point and coefficient, no transcendental function, exact
-to round-off. For the noise fields of the theory (degree <= 6 on S^2) this is 2-3 times
-cheaper than ducc0's non-uniform transforms, and on S^{d-1}, d >= 4, 13-45 times cheaper than
-the Gegenbauer-product tables.
+to round-off. For the noise fields of the theory (degree <= 6 on S^2) values and gradients
+cost 2-3 times less than with ducc0's non-uniform transforms (values alone about the same),
+and on S^{d-1}, d >= 4, 13-45 times less than with the Gegenbauer-product tables.
 """
 
 from __future__ import annotations
