@@ -428,8 +428,8 @@ class Basis(abc.ABC):
 
         Used by :meth:`synth_rows` (and so by the noise fields) for degrees up to
         ``polynomial_max_lmax`` and at most :data:`POLYNOMIAL_MAX_FUNCTIONS` harmonics, where
-        it is faster than the point transforms (measured on S^2 up to degree 6, on S^{d-1},
-        d >= 4, at every degree it is built for) and exact to round-off; None beyond, or
+        it is faster than the point transforms (measured on S^1 and S^2 up to degree 6, on
+        S^{d-1}, d >= 4, at every degree it is built for) and exact to round-off; None beyond, or
         where the conversion would not be accurate to 1e-12.
 
         Examples
@@ -485,6 +485,8 @@ class Basis(abc.ABC):
 
     def synth_rows(self, coeffs: np.ndarray, x: np.ndarray, *, grad: bool = True, epsilon: float | None = None):
         """Values (K, N) and, with ``grad``, ambient surface gradients (K, N, d) of K fields (K, n_state)."""
+        if self.uses_polynomial(len(x), grad, epsilon):
+            return self.polynomial.synth_rows(self.to_real(np.atleast_2d(coeffs)), x, grad=grad)
         pts = self.points(x)
         vals = np.stack([self.evaluate(c, pts, epsilon=epsilon) for c in coeffs])
         if not grad:
