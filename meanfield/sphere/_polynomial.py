@@ -109,16 +109,14 @@ class HomogeneousForm:
 
     def __init__(self, d: int, lmax: int, parts, residual: float):
         self.d, self.lmax, self.parts, self.residual = d, lmax, parts, residual
-        L = lmax
-        self._mono = [homogeneous_exponents(d, k) for k in range(L + 1)]
-        self._tables = _Tables(d, L)
+        self._tables = _Tables(d, lmax)
         # ∂/∂x_i maps the monomial coefficients of degree D to those of degree D - 1
         self._deriv = {}
         for D, _, _ in parts:
             if D == 0:
                 continue
-            exps = self._mono[D][0]
-            lower_exps = self._mono[D - 1][0]
+            exps = _exponents(d, D)
+            lower_exps = _exponents(d, D - 1)
             rows, cols, vals = [], [], []
             for i in range(d):
                 has = np.nonzero(exps[:, i] > 0)[0]

@@ -39,6 +39,9 @@ def test_values_equal_the_basis_matrix_and_gradients_the_transforms(d, lmax, mon
     vals, grads = form.synth_rows(c, x)
     exact = c @ b.real_basis(x).T
     assert vals.shape == (d, 5000) and grads.shape == (d, 5000, d)
+    # tolerances: largest errors measured over these cases are 1.1e-14 (values) and 4.4e-14
+    # (gradients, against references at accuracy 1e-13) relative; the conversion is refused
+    # above a residual of 1e-12
     assert np.abs(vals - exact).max() < 1e-13 * np.abs(exact).max()
     if lmax == 0:  # ducc0's gradient needs lmax >= 1; a constant has none
         assert np.all(grads == 0.0)
@@ -47,7 +50,7 @@ def test_values_equal_the_basis_matrix_and_gradients_the_transforms(d, lmax, mon
     monkeypatch.setitem(b.__dict__, "polynomial", None)
     ref_vals, ref_grads = b.synth_rows(b.from_real(c), x, grad=True, epsilon=1e-13)
     scale = max(np.abs(ref_grads).max(), 1.0)
-    assert np.abs(grads - ref_grads).max() < 1e-11 * scale
+    assert np.abs(grads - ref_grads).max() < 1e-12 * scale
     assert np.abs(np.einsum("knd,nd->kn", grads, x)).max() < 1e-13 * scale  # tangent
 
 
