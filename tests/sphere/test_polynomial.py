@@ -96,13 +96,18 @@ def test_directions_only_and_the_basis_policy():
     assert np.abs(both[1] - exact[1]).max() < 1e-13 * np.abs(exact[1]).max()
 
 
-def test_noise_field_uses_the_form_on_every_sphere_it_has():
+def test_noise_field_uses_the_form_on_every_sphere_it_has(monkeypatch):
     from meanfield.kernels import ActivationKernel
     from meanfield.noise import NoisePath
 
+    # the Gegenbauer tables are exact too, so agreement alone cannot tell which path ran: count calls
+    calls = []
+    synth = HomogeneousForm.synth_rows
+    monkeypatch.setattr(HomogeneousForm, "synth_rows", lambda self, *a, **k: calls.append(self.d) or synth(self, *a, **k))
     for d in (3, 4):
         noise = NoisePath(ActivationKernel("relu"), d=d, lmax=4, seed=1, t_max=1.0)
         f = noise.field(0.0, 0.5)
         x = _unit(np.random.default_rng(d), 3000, d)
         exact = noise.basis.real_basis(x) @ f.coeffs.T
         assert np.abs(f(x) - exact).max() < 1e-13 * np.abs(exact).max()
+    assert calls == [3, 4]
