@@ -107,9 +107,9 @@ class HomogeneousForm:
     True
     """
 
-    def __init__(self, d: int, lmax: int, parts, residual: float):
+    def __init__(self, d: int, lmax: int, parts, residual: float, tables: "_Tables | None" = None):
         self.d, self.lmax, self.parts, self.residual = d, lmax, parts, residual
-        self._tables = _Tables(d, lmax)
+        self._tables = _Tables(d, lmax) if tables is None else tables
         # ∂/∂x_i maps the monomial coefficients of degree D to those of degree D - 1
         self._deriv = {}
         for D, _, _ in parts:
@@ -139,7 +139,8 @@ class HomogeneousForm:
         y = np.random.default_rng(0).normal(size=(n_sample, d))
         y /= np.linalg.norm(y, axis=1, keepdims=True)
         B = basis.real_basis(y)
-        tables = [t.copy() for t in _Tables(d, L)(np.ascontiguousarray(y.T))]
+        recipe = _Tables(d, L)  # kept by the form: the sample tables are copies, the work arrays its own
+        tables = [t.copy() for t in recipe(np.ascontiguousarray(y.T))]
         parts, residual = [], 0.0
         for D in (L, L - 1):
             if D < 0:
@@ -154,7 +155,7 @@ class HomogeneousForm:
             parts.append((D, cols, np.ascontiguousarray(X)))
         if residual > _MAX_RESIDUAL:
             return None
-        return cls(d, L, parts, residual)
+        return cls(d, L, parts, residual, recipe)
 
     def synth_rows(self, coeffs: np.ndarray, x: np.ndarray, *, grad: bool = True):
         """Values (K, N) and, with ``grad``, surface gradients (K, N, d) of K fields at directions x.
