@@ -33,7 +33,9 @@ Conventions
   W_p^p.
 * Exact W_p between clouds uses POT's network simplex ``ot.emd2`` with
   ``numItermax >= 1e7`` and a check of ``log["result_code"] == 1`` (POT
-  otherwise returns unconverged values with only a warning).  On S^1 the
+  otherwise returns unconverged values with only a warning), on all pairs or,
+  for large clouds, on candidate edges certified optimal by a reduced-cost
+  check of every pair (``_candidates``).  On S^1 the
   geodesic W_p is computed exactly by a circle solver instead (no size limit).
 """
 
@@ -49,6 +51,8 @@ from ._density import DensityCloud, density_to_cloud, wasserstein_to_density
 from ._exact import (
     DEFAULT_MAX_EXACT,
     NEGLIGIBLE_WEIGHT,
+    SPARSE_MIN_PAIRS,
+    SPARSE_MIN_SIDE,
     SlicedFallbackWarning,
     TransportInfo,
     cost_matrix,
@@ -61,6 +65,8 @@ __all__ = [
     "WEIGHT_SUM_TOL",
     "DEFAULT_MAX_EXACT",
     "NEGLIGIBLE_WEIGHT",
+    "SPARSE_MIN_PAIRS",
+    "SPARSE_MIN_SIDE",
     "SlicedFallbackWarning",
     "TransportInfo",
     "DensityCloud",

@@ -18,6 +18,7 @@ from scipy.spatial.distance import cdist
 
 from meanfield._validate import as_int, as_points, as_rng
 
+from ._candidates import dense_emd, sparse_emd
 from ._checks import _BLOCK_ELEMENTS, _COSTS, _as_choice, _as_p, _as_pair
 from ._circle import _circle_turns, circle_wpp_turns
 from ._sliced import DEFAULT_N_PROJECTIONS, _sliced
@@ -25,12 +26,17 @@ from ._sliced import DEFAULT_N_PROJECTIONS, _sliced
 if TYPE_CHECKING:
     from ._density import DensityCloud
 
-__all__ = ["DEFAULT_MAX_EXACT", "NEGLIGIBLE_WEIGHT", "SlicedFallbackWarning", "TransportInfo", "cost_matrix", "wasserstein"]
+__all__ = ["DEFAULT_MAX_EXACT", "NEGLIGIBLE_WEIGHT", "SPARSE_MIN_PAIRS", "SPARSE_MIN_SIDE", "SlicedFallbackWarning", "TransportInfo", "cost_matrix", "wasserstein"]
 
 #: Default largest cloud size (per side) handed to the exact network simplex.
 DEFAULT_MAX_EXACT = 6000
 
 _METHODS = ("exact", "sliced")
+_SOLVERS = ("auto", "dense", "sparse")
+#: ``solver="auto"`` uses candidate edges from this many pairs (below, the dense simplex is as fast) ...
+SPARSE_MIN_PAIRS = 1 << 20
+#: ... and this many points on the smaller side.
+SPARSE_MIN_SIDE = 512
 _FALLBACKS = ("raise", "sliced")
 _MIN_NUM_ITER = 10**7
 #: Nodes whose weight is at most this fraction of the total mass are dropped
@@ -95,6 +101,20 @@ class TransportInfo:
     n_support, m_support : int
         Points handed to the solver: for ``"emd"``, those with weight above
         :data:`NEGLIGIBLE_WEIGHT` times the total; else ``n`` and ``m``.
+    solver : str
+        For ``"emd"``: ``"dense"`` (simplex on every pair) or ``"sparse"``
+        (simplex on candidate edges, certified on every pair); else ``""``.
+    rounds : int
+        Candidate-set solves for ``"sparse"`` (1 for ``"dense"``, 0 otherwise).
+    edges : int
+        Edges of the last network solved (``n' m'`` for ``"dense"``), 0 otherwise.
+    gap_bound : float or None
+        For ``"emd"``: a proven bound on ``W_p^p(returned) - W_p^p(optimal)``
+        from the dual potentials checked on every pair,
+        ``P - <a, u> - <b, v> - min(0, min_ij (C_ij - u_i - v_j))`` plus the
+        round-off of the sums; None otherwise.  It measures how far the
+        floating-point plan is from optimal, typically 1e-12 for costs of
+        order 1.
 
     Examples
     --------
@@ -103,6 +123,8 @@ class TransportInfo:
     >>> value, info = wasserstein(np.eye(3)[:1], np.eye(3)[1:], return_info=True)
     >>> info.method, info.distance, info.exact, info.result_code, info.cost_matrix_bytes
     ('emd', 'wasserstein', True, 1, 16)
+    >>> info.solver, info.gap_bound < 1e-14
+    ('dense', True)
     """
 
     value: float
@@ -119,6 +141,10 @@ class TransportInfo:
     distance: str = _WASSERSTEIN
     n_support: int = 0
     m_support: int = 0
+    solver: str = ""
+    rounds: int = 0
+    edges: int = 0
+    gap_bound: float | None = None
 
 
 def _cost(x: np.ndarray, y: np.ndarray, cost: str, p: int) -> np.ndarray:
@@ -176,29 +202,36 @@ def cost_matrix(x, y, cost: str = "geodesic", p: int = 1) -> np.ndarray:
     return _cost(x, y, _as_choice(cost, "cost", _COSTS), _as_p(p))
 
 
-def _emd_wpp(x, y, a, b, cost, p, num_iter_max):
-    """Exact W_p^p by POT's network simplex; raise if it did not converge.
+def _emd_wpp(x, y, a, b, cost, p, num_iter_max, solver):
+    """Exact W_p^p by POT's network simplex with its optimality certificate; raise if it did not converge.
 
     The larger cloud is handed to the simplex as the source side: W_p is symmetric, and with
     n << m the simplex on the (m, n) problem pivots 2-4x faster than on the (n, m) one
     (measured: 1024 particles against 8192 weighted quadrature nodes on S^2, 17.8 s -> 8.0 s;
-    512 against 8192, 4.8 s -> 1.3 s; the same optimum to 2e-15 relative).
+    512 against 8192, 4.8 s -> 1.3 s; the same optimum to 2e-15 relative).  ``solver`` is
+    "dense", or "sparse" (candidate edges, :mod:`._candidates`; the dense simplex takes over
+    when the candidate loop gives up).
     """
     if x.shape[0] < y.shape[0]:
         x, y, a, b = y, x, b, a
     M = _cost(x, y, cost, p)
-    with warnings.catch_warnings():
-        # POT warns on non-convergence; the result code is checked below instead.
-        warnings.simplefilter("ignore", UserWarning)
-        value, log = ot.emd2(a, b, M, numItermax=num_iter_max, log=True)
-    code = int(log["result_code"])
-    if code != 1:
+    result = sparse_emd(M, x, a, y, b, num_iter_max) if solver == "sparse" else None
+    if result is None:
+        result = dense_emd(M, a, b, num_iter_max)
+    if result.result_code != 1:
         raise RuntimeError(
-            f"ot.emd2 did not reach the optimum (result_code={code}: {log.get('warning')!r}) "
+            f"ot.emd2 did not reach the optimum (result_code={result.result_code}: {result.message!r}) "
             f"for clouds of sizes {x.shape[0]} and {y.shape[0]} with num_iter_max={num_iter_max}; "
             "increase num_iter_max"
         )
-    return max(float(value), 0.0), code, M.nbytes
+    return result, M.nbytes
+
+
+def _use_sparse(solver: str, n: int, m: int) -> str:
+    """The solver "auto" picks: candidate edges from ``SPARSE_MIN_PAIRS`` pairs and ``SPARSE_MIN_SIDE`` points a side."""
+    if solver != "auto":
+        return solver
+    return "sparse" if n * m >= SPARSE_MIN_PAIRS and min(n, m) >= SPARSE_MIN_SIDE else "dense"
 
 
 def _support(w: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
@@ -235,6 +268,7 @@ def wasserstein(
     cost: str = "geodesic",
     *,
     method: str = "exact",
+    solver: str = "auto",
     max_exact: int = DEFAULT_MAX_EXACT,
     num_iter_max: int = _MIN_NUM_ITER,
     fallback: str = "raise",
@@ -257,6 +291,22 @@ def wasserstein(
     dropped before the simplex (zero-mass quadrature nodes of a concentrated
     density, say); the kept weights are renormalised if the dropped ones
     carried any mass.
+
+    Solver.  ``solver="dense"`` runs the simplex on all ``n' m'`` pairs.
+    ``solver="sparse"`` runs it on candidate edges (the 32 nearest targets of
+    each source, the 8 nearest sources of each target and the support of one
+    feasible plan), checks the reduced cost ``C_ij - u_i - v_j`` of every pair
+    with the potentials it returns, adds the pairs below ``-1e-10 max C`` and
+    solves again; the result is the same optimum (measured: to 3e-17 in
+    ``W_2^2``), with the proven bound ``info.gap_bound``.  Between measures far
+    apart (more than ``n' + m'`` violating pairs in a round) it hands over to
+    the dense simplex, at a cost of about 1.4x one dense solve.  ``"auto"``
+    (default) takes ``"sparse"`` from :data:`SPARSE_MIN_PAIRS` (2^20) pairs
+    with at least :data:`SPARSE_MIN_SIDE` (512) points a side.  Measured, 2
+    shared cores, squared geodesic cost on S^2: uniform clouds 1000² 1.3x,
+    2000² 2.0x, 4000² 2.0x faster; particles against a weighted Gauss–Legendre
+    grid from the chaos study, 1024 x 8192 pairs, 2.5 s -> 0.77 s and
+    8.2 s -> 1.26 s.
 
     Size limit.  The exact path needs about 32 bytes per pair (measured peak
     memory, d = 3): the ``8 n m``-byte cost matrix plus POT's dense plan and
@@ -297,6 +347,9 @@ def wasserstein(
         ``"exact"`` (default): W_p.  ``"sliced"``: the spherical sliced
         distance of :func:`sliced_wasserstein_sphere` (geodesic cost only),
         with ``n_projections`` and ``seed``; not W_p.
+    solver : {"auto", "dense", "sparse"}
+        Network simplex on every pair or on certified candidate edges (see
+        Solver above); the same optimum either way.
     max_exact : int, >= 1
         The exact solver is used when ``n' m' <= max_exact**2``.
     num_iter_max : int, >= 1e7
@@ -343,6 +396,7 @@ def wasserstein(
     p = _as_p(p)
     cost = _as_choice(cost, "cost", _COSTS)
     method = _as_choice(method, "method", _METHODS)
+    solver = _as_choice(solver, "solver", _SOLVERS)
     fallback = _as_choice(fallback, "fallback", _FALLBACKS)
     max_exact = as_int(max_exact, "max_exact", min_value=1)
     num_iter_max = as_int(num_iter_max, "num_iter_max", min_value=_MIN_NUM_ITER)
@@ -365,9 +419,12 @@ def wasserstein(
     if n_kept * m_kept <= max_exact**2:
         xs = x if keep_x is None else x[keep_x]
         ys = y if keep_y is None else y[keep_y]
-        wpp, code, nbytes = _emd_wpp(xs, ys, a_kept, b_kept, cost, p, num_iter_max)
-        value = wpp ** (1.0 / p)
-        info = TransportInfo(value, "emd", True, p, cost, n, m, code, nbytes, n_support=n_kept, m_support=m_kept)
+        res, nbytes = _emd_wpp(xs, ys, a_kept, b_kept, cost, p, num_iter_max, _use_sparse(solver, n_kept, m_kept))
+        value = max(res.value, 0.0) ** (1.0 / p)
+        info = TransportInfo(
+            value, "emd", True, p, cost, n, m, res.result_code, nbytes, n_support=n_kept, m_support=m_kept,
+            solver=res.solver, rounds=res.rounds, edges=res.edges, gap_bound=res.gap,
+        )
         return (value, info) if return_info else value
     message = _too_large(n, m, n_kept, m_kept, max_exact)
     if fallback == "raise":

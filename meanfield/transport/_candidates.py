@@ -1,0 +1,189 @@
+"""Exact W_p^p by the network simplex on a candidate edge set, certified by the full dual check.
+
+The optimal plan between a cloud and a (weighted) cloud on the sphere moves
+mass over short distances, so almost every edge of the complete bipartite
+graph is irrelevant.  The solver here runs POT's sparse network simplex on a
+small candidate set and proves optimality afterwards on the full problem:
+
+1. candidates: the ``k`` cheapest targets of every source, the ``k // 4``
+   cheapest sources of every target, and the support of one feasible plan (the
+   monotone coupling along the first coordinate, at most ``n + m - 1`` edges),
+   so that the restricted problem is always feasible;
+2. solve the restricted problem exactly, which gives a plan of cost ``P`` and
+   potentials ``(u, v)`` with dual value ``D = <a, u> + <b, v>``;
+3. compute every reduced cost ``r_ij = C_ij - u_i - v_j`` (one vectorised pass
+   over the cost matrix).  With ``δ = min_ij r_ij``, ``(u, v + min(δ, 0))`` is
+   feasible for the dual of the *full* problem, so
+
+   .. math::  P - \\mathrm{OPT} \\le P - D - \\min(δ, 0) =: \\text{gap},
+
+   a bound that holds whatever the candidates were;
+4. if some ``r_ij < -tol`` those edges join the set and step 2 runs again.
+
+The loop suits measures that are close, where the plan moves mass to near
+neighbours: particles against the density they sample, two samples of one
+law.  Between measures far apart (a concentrated cloud against a uniform one)
+the first round leaves ~10^5-10^6 violating pairs and the loop is 3-30x
+slower than one dense solve, so it gives up as soon as a round finds more
+than ``n + m`` violating pairs (the chaos-study problems find at most ~4000
+with ``n + m >= 1536``; the far-apart examples, 83000 at 512 x 512).
+
+Stopping.  Exact arithmetic would stop at ``δ >= 0``.  POT's potentials carry
+round-off: on the chaos study's problems (up to 8192 x 1024 pairs, squared
+geodesic costs up to π²) the *dense* simplex's own potentials have
+``δ ≈ -7e-12 ≈ -7e-13 max C``, and re-solving does not remove such edges.  The
+loop therefore stops once no reduced cost is below ``-tol`` with
+``tol = OPTIMALITY_RTOL * max C`` (1e-10, about 100x that round-off), and
+returns the certified ``gap``.  It gives up (the caller then runs the dense
+simplex) after ``MAX_ROUNDS`` rounds, once the set holds a quarter of all
+pairs, where the dense solver is as fast, or on the far-apart test below.
+
+Measured against the dense simplex (2 shared cores, squared geodesic cost,
+chaos-study clouds: 512-1024 particles against 512-8192 weighted
+Gauss–Legendre nodes on S^2): 1-3 rounds, the same value to 7e-17, and 1.3-4.7x
+less time (8192 x 1024: 0.64 s against 2.33 s, and 1.69 s against 7.99 s).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import ot
+import scipy.sparse as sp
+
+from ._checks import _BLOCK_ELEMENTS
+
+#: Cheapest targets kept per source (and ``k // 4`` cheapest sources per target).
+DEFAULT_CANDIDATES = 32
+#: Reduced costs above ``-OPTIMALITY_RTOL * max C`` count as non-negative.
+OPTIMALITY_RTOL = 1e-10
+#: Rounds of the candidate loop before the dense simplex takes over.
+MAX_ROUNDS = 20
+# Above this fraction of all pairs in the candidate set the dense simplex is as fast.
+_MAX_EDGE_FRACTION = 0.25
+
+
+@dataclass(frozen=True)
+class EmdResult:
+    """Optimal value of one network-simplex solve and its certificate (internal)."""
+
+    value: float
+    result_code: int
+    gap: float
+    solver: str
+    rounds: int
+    edges: int
+    message: str = ""
+
+
+def _solve(a, b, M, num_iter_max):
+    with warnings.catch_warnings():
+        # POT warns on non-convergence; callers check the result code instead.
+        warnings.simplefilter("ignore", UserWarning)
+        return ot.emd2(a, b, M, numItermax=num_iter_max, log=True)
+
+
+def _reduced_min(M: np.ndarray, u: np.ndarray, v: np.ndarray, tol: float):
+    """``min_ij (M_ij - u_i - v_j)`` and the pairs below ``-tol``, in row blocks."""
+    n, m = M.shape
+    rows = max(1, _BLOCK_ELEMENTS // m)
+    delta = np.inf
+    bad_i, bad_j = [], []
+    for i0 in range(0, n, rows):
+        red = M[i0 : i0 + rows] - u[i0 : i0 + rows, None]
+        red -= v
+        delta = min(delta, float(red.min()))
+        if tol is not None:
+            i, j = np.nonzero(red < -tol)
+            bad_i.append(i + i0)
+            bad_j.append(j)
+    if tol is None:
+        return delta, None, None
+    return delta, np.concatenate(bad_i), np.concatenate(bad_j)
+
+
+def certified_gap(M, a, b, value, u, v, delta) -> float:
+    """Bound on ``value - OPT`` from potentials ``(u, v)`` whose least reduced cost is ``delta``.
+
+    ``(u, v + min(δ, 0))`` is dual feasible, so ``OPT >= <a, u> + <b, v> +
+    min(δ, 0)``; a few machine epsilons of the sums are added for their own
+    round-off.
+    """
+    dual = float(a @ u + b @ v)
+    eps = np.finfo(float).eps
+    rounding = 4 * eps * (float(a @ np.abs(u) + b @ np.abs(v)) + abs(value))
+    return float(max(0.0, value - dual - min(delta, 0.0)) + rounding)
+
+
+def dense_emd(M, a, b, num_iter_max) -> EmdResult:
+    """POT's dense network simplex on the full cost matrix, with the same certificate."""
+    value, log = _solve(a, b, M, num_iter_max)
+    code = int(log["result_code"])
+    gap = np.inf
+    if code == 1:
+        delta = _reduced_min(M, log["u"], log["v"], None)[0]
+        gap = certified_gap(M, a, b, float(value), log["u"], log["v"], delta)
+    return EmdResult(float(value), code, gap, "dense", 1, M.size, str(log.get("warning") or ""))
+
+
+def _monotone_support(x, a, y, b):
+    """Support of the monotone coupling of ``a`` and ``b`` along the first coordinate.
+
+    The north-west-corner plan between the two clouds sorted by ``x[:, 0]``: a
+    feasible plan with at most ``n + m - 1`` edges, whatever the geometry.
+    """
+    ox, oy = np.argsort(x[:, 0], kind="stable"), np.argsort(y[:, 0], kind="stable")
+    ca, cb = np.cumsum(a[ox]), np.cumsum(b[oy])
+    cuts = np.unique(np.concatenate([[0.0], ca[:-1], cb[:-1]]))
+    mid = cuts + 0.5 * np.diff(np.append(cuts, max(ca[-1], cb[-1])))
+    i = np.minimum(np.searchsorted(ca, mid), a.size - 1)
+    j = np.minimum(np.searchsorted(cb, mid), b.size - 1)
+    return ox[i], oy[j]
+
+
+def candidate_edges(M, x, a, y, b, k: int):
+    """Initial candidate set ``(rows, cols)``: nearest neighbours both ways plus a feasible support."""
+    n, m = M.shape
+    kr, kc = min(k, m - 1), min(max(2, k // 4), n - 1)
+    rows = [np.repeat(np.arange(n), kr + 1)]
+    cols = [np.argpartition(M, kr, axis=1)[:, : kr + 1].ravel()]
+    rows.append(np.argpartition(M, kc, axis=0)[: kc + 1].T.ravel())
+    cols.append(np.repeat(np.arange(m), kc + 1))
+    i, j = _monotone_support(x, a, y, b)
+    rows.append(i)
+    cols.append(j)
+    return np.concatenate(rows), np.concatenate(cols)
+
+
+def sparse_emd(M, x, a, y, b, num_iter_max, k: int = DEFAULT_CANDIDATES) -> EmdResult | None:
+    """Certified optimum on candidate edges, or None when the dense simplex should take over.
+
+    ``M`` is the full ``(n, m)`` cost matrix between ``x`` and ``y``; it is
+    read for the candidates and for the reduced-cost check, never handed to
+    the dense solver here.
+    """
+    n, m = M.shape
+    rows, cols = candidate_edges(M, x, a, y, b, k)
+    tol = OPTIMALITY_RTOL * float(M.max())
+    for rounds in range(1, MAX_ROUNDS + 1):
+        key = np.unique(rows.astype(np.int64) * m + cols)
+        if key.size > _MAX_EDGE_FRACTION * n * m:
+            return None
+        rows, cols = key // m, key % m
+        value, log = _solve(a, b, sp.coo_array((M[rows, cols], (rows, cols)), shape=(n, m)), num_iter_max)
+        code = int(log["result_code"])
+        if code != 1:
+            return None
+        u, v = log["u"], log["v"]
+        delta, bad_i, bad_j = _reduced_min(M, u, v, tol)
+        if bad_i.size == 0:
+            gap = certified_gap(M, a, b, float(value), u, v, delta)
+            return EmdResult(float(value), code, gap, "sparse", rounds, key.size)
+        if bad_i.size > n + m:
+            # The plan moves mass far beyond the nearest neighbours (measures far apart): the loop
+            # would need many large rounds, each slower than one dense solve.
+            return None
+        rows, cols = np.concatenate([rows, bad_i]), np.concatenate([cols, bad_j])
+    return None
