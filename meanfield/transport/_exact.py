@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-import ot
 from scipy.spatial.distance import cdist
 
 from meanfield._validate import as_int, as_points, as_rng
@@ -227,7 +226,7 @@ def _emd_wpp(x, y, a, b, cost, p, num_iter_max, solver):
     return result, M.nbytes
 
 
-def _use_sparse(solver: str, n: int, m: int) -> str:
+def _pick_solver(solver: str, n: int, m: int) -> str:
     """The solver "auto" picks: candidate edges from ``SPARSE_MIN_PAIRS`` pairs and ``SPARSE_MIN_SIDE`` points a side."""
     if solver != "auto":
         return solver
@@ -419,7 +418,7 @@ def wasserstein(
     if n_kept * m_kept <= max_exact**2:
         xs = x if keep_x is None else x[keep_x]
         ys = y if keep_y is None else y[keep_y]
-        res, nbytes = _emd_wpp(xs, ys, a_kept, b_kept, cost, p, num_iter_max, _use_sparse(solver, n_kept, m_kept))
+        res, nbytes = _emd_wpp(xs, ys, a_kept, b_kept, cost, p, num_iter_max, _pick_solver(solver, n_kept, m_kept))
         value = max(res.value, 0.0) ** (1.0 / p)
         info = TransportInfo(
             value, "emd", True, p, cost, n, m, res.result_code, nbytes, n_support=n_kept, m_support=m_kept,
