@@ -88,7 +88,7 @@ def _solve(a, b, M, num_iter_max):
         return ot.emd2(a, b, M, numItermax=num_iter_max, log=True)
 
 
-def _reduced_min(M: np.ndarray, u: np.ndarray, v: np.ndarray, tol: float):
+def _reduced_min(M: np.ndarray, u: np.ndarray, v: np.ndarray, tol: float | None):
     """``min_ij (M_ij - u_i - v_j)`` and the pairs below ``-tol``, in row blocks."""
     n, m = M.shape
     rows = max(1, _BLOCK_ELEMENTS // m)
@@ -107,7 +107,7 @@ def _reduced_min(M: np.ndarray, u: np.ndarray, v: np.ndarray, tol: float):
     return delta, np.concatenate(bad_i), np.concatenate(bad_j)
 
 
-def certified_gap(M, a, b, value, u, v, delta) -> float:
+def certified_gap(a, b, value, u, v, delta) -> float:
     """Bound on ``value - OPT`` from potentials ``(u, v)`` whose least reduced cost is ``delta``.
 
     ``(u, v + min(δ, 0))`` is dual feasible, so ``OPT >= <a, u> + <b, v> +
@@ -127,7 +127,7 @@ def dense_emd(M, a, b, num_iter_max) -> EmdResult:
     gap = np.inf
     if code == 1:
         delta = _reduced_min(M, log["u"], log["v"], None)[0]
-        gap = certified_gap(M, a, b, float(value), log["u"], log["v"], delta)
+        gap = certified_gap(a, b, float(value), log["u"], log["v"], delta)
     return EmdResult(float(value), code, gap, "dense", 1, M.size, str(log.get("warning") or ""))
 
 
@@ -188,7 +188,7 @@ def sparse_emd(M, x, a, y, b, num_iter_max, k: int = DEFAULT_CANDIDATES) -> EmdR
         tol = max(rtol, -2.0 * in_set)
         delta, bad_i, bad_j = _reduced_min(M, u, v, tol)
         if bad_i.size == 0:
-            gap = certified_gap(M, a, b, float(value), u, v, delta)
+            gap = certified_gap(a, b, float(value), u, v, delta)
             return EmdResult(float(value), code, gap, "sparse", rounds, key.size)
         if bad_i.size > n + m:
             # The plan moves mass far beyond the nearest neighbours (measures far apart): the loop
