@@ -42,6 +42,7 @@ Rows (targets):
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import math
 import os
@@ -414,8 +415,6 @@ def bench_w2(args) -> None:
     import ot
 
     from meanfield.transport import cost_matrix, wasserstein
-
-    import inspect
 
     # a checkout from before the candidate-edge solver (``--base``) times its only, dense, solver twice
     dense_kw = {"solver": "dense"} if "solver" in inspect.signature(wasserstein).parameters else {}

@@ -175,7 +175,8 @@ def sparse_emd(M, x, a, y, b, num_iter_max, k: int = DEFAULT_CANDIDATES) -> EmdR
         if key.size > _MAX_EDGE_FRACTION * n * m:
             return None
         rows, cols = key // m, key % m
-        value, log = _solve(a, b, sp.coo_array((M[rows, cols], (rows, cols)), shape=(n, m)), num_iter_max)
+        costs = M[rows, cols]
+        value, log = _solve(a, b, sp.coo_array((costs, (rows, cols)), shape=(n, m)), num_iter_max)
         code = int(log["result_code"])
         if code != 1:
             return None
@@ -184,7 +185,7 @@ def sparse_emd(M, x, a, y, b, num_iter_max, k: int = DEFAULT_CANDIDATES) -> EmdR
         # edges it had and did not pivot on.  Demanding more of the other pairs can stall the loop
         # (a synchronised cloud, max C = 9e-5: ~800 pairs at -8e-13 every round, while the dense
         # simplex's own potentials reach -4e-13 there).
-        in_set = float(np.min(M[rows, cols] - u[rows] - v[cols]))
+        in_set = float(np.min(costs - u[rows] - v[cols]))
         tol = max(rtol, -2.0 * in_set)
         delta, bad_i, bad_j = _reduced_min(M, u, v, tol)
         if bad_i.size == 0:
