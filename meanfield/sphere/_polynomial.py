@@ -26,8 +26,6 @@ __all__ = ["HomogeneousForm", "homogeneous_exponents"]
 
 #: Points per block: the monomial tables of a block stay in cache.
 _BLOCK = 4096
-#: Table entries (monomials × points) up to which a degree is formed with one gathered product.
-_FEW_ENTRIES = 2**15
 #: Relative residual above which the conversion is refused (the caller keeps its transforms).
 _MAX_RESIDUAL = 1e-12
 
@@ -201,22 +199,30 @@ class HomogeneousForm:
 class _Tables:
     """How the monomial tables of degrees 0..L are formed, and per-thread work arrays for them.
 
-    The monomials of one degree come in groups of equal ``var`` (the exponents are ordered
-    lexicographically), so each degree is one row gather and d in-place products. Writing into
-    arrays kept between calls matters: fresh (n_k, block) arrays of a few hundred kB are
-    mapped and page-faulted by the allocator on every call (141-249 against 7-21 us per degree
-    at 2048 points, measured).
+    In the lexicographic order of :func:`homogeneous_exponents`, the monomials of degree k
+    whose first variable is x_j are x_j times a contiguous tail of degree k - 1 (those whose
+    variables are all >= j), so each degree is d products of contiguous row ranges, with no
+    gather (bitwise the same products as a gather of the parents; 1.4-2.1x faster tables at
+    256-4096 points, d = 2, 3, 5, measured). Writing into arrays kept between calls matters:
+    fresh (n_k, block) arrays of a few hundred kB are mapped and page-faulted by the allocator
+    on every call (141-249 against 7-21 us per degree at 2048 points, measured).
     """
 
     def __init__(self, d: int, L: int):
         self.L = L
-        self.parent, self.var, self.groups, self.offset = [], [], [], [0, 1]
+        self.groups, self.offset = [], [0, 1]
         for k in range(1, L + 1):
             exps, parent, var = homogeneous_exponents(d, k)
-            self.parent.append(parent)
-            self.var.append(var)
             edges = np.searchsorted(var, np.arange(d + 1))  # var is non-decreasing
-            self.groups.append([(j, int(edges[j]), int(edges[j + 1])) for j in range(d) if edges[j + 1] > edges[j]])
+            groups = []
+            for j in range(d):
+                a, b = int(edges[j]), int(edges[j + 1])
+                if b > a:
+                    p0 = int(parent[a])
+                    if not np.array_equal(parent[a:b], np.arange(p0, p0 + b - a)):  # pragma: no cover
+                        raise AssertionError(f"parents of degree {k}, variable {j} are not contiguous")
+                    groups.append((j, a, b, p0))
+            self.groups.append(groups)
             self.offset.append(self.offset[-1] + len(exps))
         self._local = threading.local()
 
@@ -234,16 +240,10 @@ class _Tables:
         buf = self.work("tables", self.offset[-1], B)
         out = [buf[0:1]]
         out[0][:] = 1.0
-        # few points: one product per degree with the gathered coordinates (a small temporary)
-        # costs less than d in-place products; many points: no temporaries
-        few = B * self.offset[-1] <= _FEW_ENTRIES
         for k in range(1, self.L + 1):
             t = buf[self.offset[k] : self.offset[k + 1]]
-            np.take(out[k - 1], self.parent[k - 1], axis=0, out=t)
-            if few:
-                t *= uT[self.var[k - 1]]
-            else:
-                for j, a, b in self.groups[k - 1]:
-                    np.multiply(t[a:b], uT[j], out=t[a:b])
+            prev = out[k - 1]
+            for j, a, b, p0 in self.groups[k - 1]:
+                np.multiply(prev[p0 : p0 + b - a], uT[j], out=t[a:b])
             out.append(t)
         return out
