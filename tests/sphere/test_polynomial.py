@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from meanfield.sphere import basis, harmonic_dimension
-from meanfield.sphere._polynomial import HomogeneousForm, homogeneous_exponents
+from meanfield.sphere._polynomial import HomogeneousForm, _Tables, homogeneous_exponents
 
 
 def _unit(rng, n, d):
@@ -26,6 +26,18 @@ def test_monomials_of_one_degree_number_the_harmonics_of_its_parity(d, D):
         rebuilt = lower[parent].copy()
         rebuilt[np.arange(len(exps)), var] += 1
         assert np.array_equal(rebuilt, exps)
+
+
+@pytest.mark.parametrize("d, L", [(2, 12), (3, 7), (5, 5), (6, 3)])
+def test_monomial_tables_are_the_monomials(d, L):
+    # The tables are built by products of contiguous row ranges of the degree below; every entry
+    # must be the monomial prod_i u_i^e_i itself (up to the rounding of its k - 1 products).
+    u = _unit(np.random.default_rng(d), 300, d).T
+    tables = _Tables(d, L)(u)
+    for k in range(L + 1):
+        exps = homogeneous_exponents(d, k)[0]
+        direct = np.prod(u[None, :, :] ** exps[:, :, None], axis=1)
+        assert np.allclose(tables[k], direct, rtol=4 * k * np.finfo(float).eps, atol=1e-300)
 
 
 @pytest.mark.parametrize("d, lmax", [(2, 1), (2, 6), (3, 0), (3, 1), (3, 4), (3, 6), (4, 3), (4, 6), (5, 4), (6, 3)])
