@@ -166,10 +166,11 @@ def _monotone_support(x, a, y, b):
 def _aligned(x, a, y, b):
     """Sources moved by the mean displacement ``Δ = Σ_j b_j y_j - Σ_i a_i x_i`` and projected back.
 
-    For squared Euclidean cost the optimal plan does not change when one cloud
-    is translated, and after the translation by ``Δ`` it moves mass only to
-    near neighbours even when the two clouds sit apart (a synchronised
-    particle cloud against the density's cluster a few cluster widths away).
+    In R^d the optimal plan for squared Euclidean cost does not change when one
+    cloud is translated (on the sphere, after the projection, approximately),
+    and after the translation by ``Δ`` it moves mass only to near neighbours
+    even when the two clouds sit apart (a synchronised particle cloud against
+    the density's cluster a few cluster widths away).
     """
     s = x + (b @ y - a @ x)
     s /= np.maximum(np.linalg.norm(s, axis=1, keepdims=True), np.finfo(float).tiny)
@@ -180,7 +181,10 @@ def _nearest(p, q, k: int):
     """Indices ``(len(p), k + 1)`` of the ``k + 1`` points of ``q`` nearest to each point of ``p``.
 
     Nearest in any distance that decreases with ``<p_i, q_j>`` (geodesic or
-    chordal, any power), found in row blocks of the inner products.
+    chordal, any power), found in row blocks of the inner products.  Both
+    directions of :func:`candidate_edges` form the products again rather than
+    keep an ``(n, m)`` array: with d = 3 they cost less than the partitions,
+    and the memory stays one block.
     """
     n, m = p.shape[0], q.shape[0]
     rows = max(1, _BLOCK_ELEMENTS // m)
@@ -213,8 +217,9 @@ def sparse_emd(M, x, a, y, b, num_iter_max, k: int = DEFAULT_CANDIDATES) -> EmdR
     """Certified optimum on candidate edges, or None when the dense simplex should take over.
 
     ``M`` is the full ``(n, m)`` cost matrix between ``x`` and ``y``; it is
-    read for the candidates and for the reduced-cost check, never handed to
-    the dense solver here.
+    read for the costs of the candidate edges and for the reduced-cost check
+    (the candidates themselves come from ``x`` and ``y``), never handed to the
+    dense solver here.
     """
     n, m = M.shape
     rows, cols = candidate_edges(x, a, y, b, k)

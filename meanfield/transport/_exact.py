@@ -25,7 +25,16 @@ from ._sliced import DEFAULT_N_PROJECTIONS, _sliced
 if TYPE_CHECKING:
     from ._density import DensityCloud
 
-__all__ = ["DEFAULT_MAX_EXACT", "NEGLIGIBLE_WEIGHT", "SPARSE_MIN_PAIRS", "SPARSE_MIN_SIDE", "SlicedFallbackWarning", "TransportInfo", "cost_matrix", "wasserstein"]
+__all__ = [
+    "DEFAULT_MAX_EXACT",
+    "NEGLIGIBLE_WEIGHT",
+    "SPARSE_MIN_PAIRS",
+    "SPARSE_MIN_SIDE",
+    "SlicedFallbackWarning",
+    "TransportInfo",
+    "cost_matrix",
+    "wasserstein",
+]
 
 #: Default largest cloud size (per side) handed to the exact network simplex.
 DEFAULT_MAX_EXACT = 6000
@@ -227,7 +236,8 @@ def _emd_wpp(x, y, a, b, cost, p, num_iter_max, solver):
 
 
 def _pick_solver(solver: str, n: int, m: int) -> str:
-    """The solver "auto" picks: candidate edges from ``SPARSE_MIN_PAIRS`` pairs and ``SPARSE_MIN_SIDE`` points a side."""
+    """The solver "auto" picks: candidate edges from ``SPARSE_MIN_PAIRS`` pairs and ``SPARSE_MIN_SIDE``
+    points a side, the dense simplex below."""
     if solver != "auto":
         return solver
     return "sparse" if n * m >= SPARSE_MIN_PAIRS and min(n, m) >= SPARSE_MIN_SIDE else "dense"

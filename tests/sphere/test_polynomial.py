@@ -31,7 +31,8 @@ def test_monomials_of_one_degree_number_the_harmonics_of_its_parity(d, D):
 @pytest.mark.parametrize("d, L", [(2, 12), (3, 7), (5, 5), (6, 3)])
 def test_monomial_tables_are_the_monomials(d, L):
     # The tables are built by products of contiguous row ranges of the degree below; every entry
-    # must be the monomial prod_i u_i^e_i itself (up to the rounding of its k - 1 products).
+    # must be the monomial prod_i u_i^e_i itself: k - 1 half-ulp roundings in the table, at most
+    # k + d - 1 in the powers and product of the direct form, (2k + d - 2) / 2 <= 4k ulp here.
     u = _unit(np.random.default_rng(d), 300, d).T
     tables = _Tables(d, L)(u)
     for k in range(L + 1):
