@@ -45,17 +45,41 @@ __all__: list[str] = []
 FD_STEP = 1e-6
 
 
-# Batched products of small matrices: np.matmul on stacks of 3 x 3 matrices is about 2x faster
-# than einsum (12 vs 29 ms at N = 1e5 on 2 loaded cores). A component-major layout (arrays of
-# shape (3, 3, N)) would be another 10x faster for these products; not done yet.
+# Stacks of small matrices have the logical shape (N, a, b) and are stored component-major (memory
+# (a, b, N), :func:`stack`): every entry A[:, i, j] is then one contiguous (N,) vector, and a product
+# of two stacks is a few vector operations per entry. np.matmul on C-ordered stacks runs a 3 x 3
+# kernel per point: 5.4-5.9 against 0.74-1.25 ms at N = 1e5 and 0.25-0.27 against 0.04-0.07 ms at
+# N = 4608 (3 x 3 times 3 x 2 and 3 x 3, measured). The helpers below accept any layout (strided
+# entries are slower, not wrong) and return component-major stacks.
+def stack(n: int, a: int, b: int, *, zeros: bool = False) -> np.ndarray:
+    """A component-major stack of n (a, b) matrices: logical shape (n, a, b), memory (a, b, n)."""
+    return (np.zeros if zeros else np.empty)((a, b, n)).transpose(2, 0, 1)
+
+
 def matmat(A: np.ndarray, B: np.ndarray) -> np.ndarray:
-    """(N, a, b) @ (N, b, k) -> (N, a, k)."""
-    return np.matmul(A, B)
+    """(N, a, b) @ (N, b, k) -> (N, a, k), component-major."""
+    n, a, b = A.shape
+    k = B.shape[2]
+    out = stack(n, a, k)
+    for i in range(a):
+        for j in range(k):
+            o = out[:, i, j]
+            np.multiply(A[:, i, 0], B[:, 0, j], out=o)
+            for m in range(1, b):
+                o += A[:, i, m] * B[:, m, j]
+    return out
 
 
 def vecmat(v: np.ndarray, A: np.ndarray) -> np.ndarray:
-    """(N, a) · (N, a, b) -> (N, b)."""
-    return np.matmul(v[:, None, :], A)[:, 0, :]
+    """(N, a) · (N, a, b) -> (N, b) (columns contiguous)."""
+    n, a, b = A.shape
+    out = np.empty((b, n)).T
+    for j in range(b):
+        o = out[:, j]
+        np.multiply(v[:, 0], A[:, 0, j], out=o)
+        for i in range(1, a):
+            o += v[:, i] * A[:, i, j]
+    return out
 
 
 def sub_outer(M: np.ndarray, u: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -72,10 +96,18 @@ def sub_outer(M: np.ndarray, u: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 def matvec(A: np.ndarray, v: np.ndarray) -> np.ndarray:
     """(N, a, b) @ (N, b) -> (N, a)."""
-    return np.matmul(A, v[:, :, None])[:, :, 0]
+    n, a, b = A.shape
+    out = np.empty((n, a))
+    for i in range(a):
+        o = out[:, i]
+        np.multiply(A[:, i, 0], v[:, 0], out=o)
+        for j in range(1, b):
+            o += A[:, i, j] * v[:, j]
+    return out
+
 
 def frame(x: np.ndarray) -> np.ndarray:
-    """Oriented orthonormal tangent frame at x, shape (N, d, d-1).
+    """Oriented orthonormal tangent frame at x, shape (N, d, d-1) (component-major on S^2).
 
     S^2: e_1 = a × x / |a × x| with a = e_z (a = e_x near the poles), e_2 = x × e_1,
     so e_1 × e_2 = x. S^1: e_1 = (-x_2, x_1). d >= 4: :func:`meanfield.sphere.oriented_frame`.
@@ -84,14 +116,22 @@ def frame(x: np.ndarray) -> np.ndarray:
         return oriented_frame(x)
     if x.shape[1] == 2:
         return np.stack([-x[:, 1], x[:, 0]], axis=1)[:, :, None]
-    a = np.zeros_like(x)
-    polar = np.abs(x[:, 2]) > 0.9
-    a[~polar, 2] = 1.0
-    a[polar, 0] = 1.0
-    e1 = np.cross(a, x)
-    e1 /= np.linalg.norm(e1, axis=1, keepdims=True)
-    e2 = np.cross(x, e1)
-    return np.stack([e1, e2], axis=2)
+    x0, x1, x2 = x[:, 0], x[:, 1], x[:, 2]
+    polar = np.abs(x2) > 0.9
+    E = stack(x.shape[0], 3, 2)
+    # e_z × x = (-x_1, x_0, 0), e_x × x = (0, -x_2, x_1), entry by entry
+    a0 = np.where(polar, 0.0, -x1)
+    a1 = np.where(polar, -x2, x0)
+    a2 = np.where(polar, x1, 0.0)
+    r = np.sqrt(a0 * a0 + a1 * a1 + a2 * a2)
+    np.divide(a0, r, out=E[:, 0, 0])
+    np.divide(a1, r, out=E[:, 1, 0])
+    np.divide(a2, r, out=E[:, 2, 0])
+    a0, a1, a2 = E[:, 0, 0], E[:, 1, 0], E[:, 2, 0]
+    np.subtract(x1 * a2, x2 * a1, out=E[:, 0, 1])
+    np.subtract(x2 * a0, x0 * a2, out=E[:, 1, 1])
+    np.subtract(x0 * a1, x1 * a0, out=E[:, 2, 1])
+    return E
 
 
 def tangent_det(F: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -101,7 +141,9 @@ def tangent_det(F: np.ndarray, y: np.ndarray) -> np.ndarray:
         return tangent_volume(F, y)
     if y.shape[1] == 2:
         return F[:, 0, 0] * (-y[:, 1]) + F[:, 1, 0] * y[:, 0]
-    return np.einsum("ij,ij->i", np.cross(F[:, :, 0], F[:, :, 1]), y)
+    f, g = F[:, :, 0], F[:, :, 1]
+    return (y[:, 0] * (f[:, 1] * g[:, 2] - f[:, 2] * g[:, 1]) + y[:, 1] * (f[:, 2] * g[:, 0] - f[:, 0] * g[:, 2])
+            + y[:, 2] * (f[:, 0] * g[:, 1] - f[:, 1] * g[:, 0]))
 
 
 def project_points(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -251,7 +293,7 @@ def apply_step(step: Step, attention: Attention | None, x: np.ndarray, jac: bool
     """y = T(x) (N, d) and, if ``jac``, the tangent Jacobian matrix DT(x) (N, d, d)."""
     d = x.shape[1]
     z = x.copy()
-    M = np.zeros((x.shape[0], d, d)) if jac else None
+    M = stack(x.shape[0], d, d, zeros=True) if jac else None
     if attention is not None and step.att_coeffs is not None:
         v, Dv = attention.evaluate(step.att_coeffs, x, jac)
         z += step.dt * v

@@ -175,14 +175,19 @@ class S2Basis(Basis):
         et, ep = pts.frame()
         htt, hpp, htp = 0.5 * (lap - qu[0]), 0.5 * (lap + qu[0]), -0.5 * qu[1]
         # H = E h E^T with E = [e_θ, e_φ] and h the 2 x 2 frame Hessian, entry by entry over (N,)
-        # vectors (3x faster at N = 1e5 than the broadcast (N, 3, 1) * (N, 1, 3) products, same numbers)
-        H = np.empty((n, 3, 3))
+        # vectors into a component-major stack (memory (3, 3, N), logical shape (N, 3, 3)): every
+        # entry is a contiguous vector, which the characteristics scheme's products of stacks
+        # read; H is symmetric, so the entries below the diagonal are copies
+        H = np.empty((3, 3, n))
         for i in range(3):
             a0 = htt * et[:, i] + htp * ep[:, i]
             a1 = htp * et[:, i] + hpp * ep[:, i]
-            for j in range(3):
-                np.multiply(a0, et[:, j], out=H[:, i, j])
-                H[:, i, j] += a1 * ep[:, j]
+            for j in range(i, 3):
+                np.multiply(a0, et[:, j], out=H[i, j])
+                H[i, j] += a1 * ep[:, j]
+                if j > i:
+                    H[j, i] = H[i, j]
+        H = H.transpose(2, 0, 1)
         return val, g[0][:, None] * et + g[1][:, None] * ep, H
 
     def grid(self, n: int | None = None) -> "S2Grid":

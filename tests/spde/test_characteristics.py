@@ -13,7 +13,8 @@ import math
 import numpy as np
 import pytest
 
-from meanfield.spde._char_maps import Attention, NoiseStep, Step, apply_step, frame, project_points
+from meanfield.spde._char_maps import (Attention, NoiseStep, Step, apply_step, frame, matmat, matvec, project_points,
+                                      stack, step_log_det, sub_outer, tangent_det, vecmat)
 from meanfield.attention import gap_energy
 from meanfield.attention_spectral import SpectralAttention
 from meanfield.spde import CharacteristicsError, CharacteristicsSolution, solve_characteristics
@@ -35,6 +36,62 @@ def _noise(T, seed=1, lmax=8, d=3):
 # --------------------------------------------------------------------------------------
 # building blocks
 # --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("layout", ["C", "component-major"])
+def test_stack_products_match_matmul(layout):
+    """The entry-loop products of stacks equal np.matmul for either memory layout of their inputs.
+
+    Both sum the same three products per entry; their order may differ (a BLAS kernel may fuse
+    them), so agreement is to a few ulp of the largest term: 4 · 2^-52 · 3 · max|A| max|B| < 1e-14."""
+    rng = np.random.default_rng(3)
+    n = 257
+
+    def make(a, b):
+        A = rng.standard_normal((n, a, b))
+        if layout == "C":
+            return A
+        S = stack(n, a, b)
+        S[...] = A
+        assert S[:, 0, 0].flags.c_contiguous
+        return S
+
+    A, B, C = make(3, 3), make(3, 2), make(3, 3)
+    v, u = rng.standard_normal((n, 3)), rng.standard_normal((n, 3))
+    tol = 1e-14 * max(1.0, np.abs(A).max()) ** 2
+    for P, Q in ((A, B), (A, C), (np.transpose(B, (0, 2, 1)), B)):
+        out = matmat(P, Q)
+        assert out.shape == np.matmul(P, Q).shape and out[:, 0, 0].flags.c_contiguous
+        assert np.abs(out - np.matmul(P, Q)).max() < 10 * tol
+    assert np.abs(vecmat(v, B) - np.einsum("na,nab->nb", v, B)).max() < 10 * tol
+    assert np.abs(matvec(A, v) - np.einsum("nab,nb->na", A, v)).max() < 10 * tol
+    ref = np.array(A) - u[:, :, None] * v[:, None, :]
+    assert np.abs(sub_outer(A, u, v) - ref).max() < 10 * tol
+
+
+def test_frame_is_oriented_orthonormal_and_log_det_is_the_tangent_determinant():
+    """S^2 frame (both charts: |z| <= 0.9 and the polar caps): E^T E = I, E^T x = 0, e_1 × e_2 = x;
+    the log-determinant of a linear map between tangent planes equals log |det| of its 2 x 2 matrix
+    in the frames (det[A e_1, A e_2, y] = det(E_y^T A E_x) for y ⊥ A E_x), to round-off."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((600, 3))
+    x[:200, :2] *= 1e-3  # near the poles
+    x, _ = project_points(x)
+    E = frame(x)
+    G = np.einsum("nai,naj->nij", E, E)
+    assert np.abs(G - np.eye(2)).max() < 1e-15 * 8
+    assert np.abs(np.einsum("nai,na->ni", E, x)).max() < 1e-15 * 8
+    assert np.abs(np.cross(E[:, :, 0], E[:, :, 1]) - x).max() < 1e-15 * 8
+    assert np.allclose(tangent_det(E, x), 1.0, rtol=0, atol=1e-14)
+    # a map T_x S -> T_y S: A = E_y B E_x^T with B (2, 2) of positive determinant
+    y, _ = project_points(rng.standard_normal((600, 3)))
+    Ey = frame(y)
+    Bm = rng.standard_normal((600, 2, 2))
+    Bm[np.linalg.det(Bm) < 0, 0] *= -1.0
+    A = np.einsum("nai,nij,nbj->nab", Ey, Bm, E)
+    ld, det = step_log_det(A, x, y)
+    assert np.all(det > 0)
+    assert np.abs(ld - np.log(np.linalg.det(Bm))).max() < 1e-13
 
 
 @pytest.mark.parametrize("d", [2, 3])
