@@ -122,8 +122,69 @@ def default_threads() -> int:
         return 1
     if env is not None:
         return env
+    return max(1, min(usable_cpus(), MAX_THREADS))
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask where the platform has one).
+
+    Examples
+    --------
+    >>> from meanfield._threads import usable_cpus
+    >>> usable_cpus() >= 1
+    True
+    """
     try:
-        n = len(os.sched_getaffinity(0))
+        return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not Linux
-        n = os.cpu_count() or 1
-    return max(1, min(n, MAX_THREADS))
+        return os.cpu_count() or 1
+
+
+#: Environment variables read by native thread pools when their library is loaded.
+_NATIVE_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
+
+
+def limit_native_threads(n: int) -> None:
+    """Cap the thread pools of native libraries (BLAS, OpenMP) in this process at ``n``, for good.
+
+    For worker processes: OpenBLAS starts as many threads as the process may use CPUs, and
+    its threads wait for one another by spinning, so k workers on c cores each running c BLAS
+    threads share the cores with k c spinning threads. Measured on 2 shared cores: the
+    characteristics solve of the chaos study's long horizons (4608 and 9216 nodes, 256 steps,
+    whose small matrix products go through BLAS) took 0.77 and 1.46 s in one process,
+    3.9-5.0 s each in two concurrent processes, and 1.0 and 1.6 s in two processes with one
+    BLAS thread each. The libraries already loaded are capped through ``threadpoolctl``; the
+    ``*_NUM_THREADS`` environment variables cap those loaded later.
+    """
+    from threadpoolctl import threadpool_limits
+
+    n = max(1, int(n))
+    for var in _NATIVE_THREAD_VARS:
+        os.environ[var] = str(n)
+    threadpool_limits(limits=n)
+
+
+@contextlib.contextmanager
+def native_threads(n: int):
+    """Run the block with the loaded native thread pools (BLAS, OpenMP) capped at ``n``, then restore them.
+
+    Process-wide, not per context: the study runner's tasks use it on one thread
+    (``run_task``). A BLAS product can differ in its last bits between thread counts (a
+    200 x 300 by 300 x 400 product with OpenBLAS 0.3.31 on one and on two threads, measured),
+    so one thread in every back-end is part of making a task's numbers independent of where it runs.
+    NumPy's and SciPy's BLAS (those of the package's products and solves) are loaded first, so
+    that they are capped even when the block is the first to use them; a library first loaded
+    inside the block keeps its own pool.
+
+    Examples
+    --------
+    >>> from meanfield._threads import native_threads
+    >>> with native_threads(1):
+    ...     pass
+    """
+    import numpy  # noqa: F401  (loads the BLAS libraries before they are capped)
+    import scipy.linalg  # noqa: F401
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=max(1, int(n))):
+        yield

@@ -16,7 +16,8 @@ from collections import deque
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
-from meanfield.runner._worker import end_with_parent
+from meanfield._threads import usable_cpus
+from meanfield.runner._worker import init_worker
 
 __all__ = ["SerialBackend", "PoolBackend", "DaskBackend", "import_distributed"]
 
@@ -114,6 +115,8 @@ class PoolBackend:
 
     def __init__(self, workers: int):
         self.workers = workers
+        #: BLAS / OpenMP threads of each worker: the workers' share of the cores
+        self.native_threads = max(1, usable_cpus() // workers)
         self.window = 2 * workers
         self._pool: ProcessPoolExecutor | None = None
         self._generation = 0
@@ -124,8 +127,8 @@ class PoolBackend:
             self._pool = ProcessPoolExecutor(
                 self.workers,
                 mp_context=multiprocessing.get_context("spawn"),
-                initializer=end_with_parent,
-                initargs=(os.getpid(),),
+                initializer=init_worker,
+                initargs=(os.getpid(), self.native_threads),
             )
             self._generation += 1
         return self._pool

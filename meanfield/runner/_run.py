@@ -110,9 +110,11 @@ def run_study(
         when no ``scheduler`` is given; default ``os.cpu_count()``, and never
         more than the tasks left to run. Ignored by ``"serial"`` and by an
         existing Dask scheduler. Each worker runs one task at a time, with
-        the package's transforms on one thread (``deterministic``); a task
-        that starts threads of its own (e.g. BLAS) should limit them so that
-        workers x threads does not exceed the cores.
+        the package's transforms and the BLAS / OpenMP pools on one thread
+        (``deterministic``); without ``deterministic``, each pool worker's BLAS
+        and OpenMP pools get its share of the cores (``cpus // workers``, at
+        least 1), as Dask's worker processes have one thread. A task that
+        starts threads of its own should limit them likewise.
     scheduler : str, distributed.Client or None
         Dask scheduler address (``"tcp://host:8786"``) or a running client
         (left open); implies ``executor="dask"``. The cluster's workers must
@@ -146,7 +148,9 @@ def run_study(
         :attr:`StudyResult.failures`.
     deterministic : bool
         Run every task with the package's transforms on one thread
-        (:func:`meanfield.deterministic`; default). ducc0's
+        (:func:`meanfield.deterministic`; default), and the BLAS and OpenMP
+        pools of the process on one thread for its duration (a BLAS product
+        can differ in its last bits between thread counts). ducc0's
         multithreaded adjoint transforms add in a timing-dependent order, so
         with ``False`` a task on S^2 may differ in the last bits from one run
         to the next; with ``True`` the table is bit-identical across runs,

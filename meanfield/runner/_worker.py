@@ -6,6 +6,7 @@ only NumPy, this module and the module of the task function.
 
 from __future__ import annotations
 
+import contextlib
 import numbers
 import os
 import signal
@@ -18,8 +19,9 @@ from collections.abc import Mapping
 import numpy as np
 
 from meanfield._threads import deterministic as _deterministic
+from meanfield._threads import limit_native_threads, native_threads
 
-__all__ = ["run_task", "normalise_result", "end_with_parent"]
+__all__ = ["run_task", "normalise_result", "end_with_parent", "init_worker"]
 
 #: Seconds between two checks of the parent process by the portable watcher thread.
 _PARENT_POLL = 0.5
@@ -117,8 +119,10 @@ def run_task(params: dict, seed: np.random.SeedSequence, fn, reserved: tuple = (
     reserved : tuple of str
         Result names that would clash with table columns.
     deterministic : bool
-        Run ``fn`` inside :func:`meanfield.deterministic` (default): every
-        transform of the package runs on one thread, so that the result does not depend on
+        Run ``fn`` inside :func:`meanfield.deterministic` (default), with the
+        native thread pools (BLAS, OpenMP) of the process on one thread for its
+        duration (:func:`meanfield._threads.native_threads`): every transform and
+        matrix product runs on one thread, so that the result does not depend on
         thread timing, the executor or the number of workers, bit for bit.
 
     Returns
@@ -136,7 +140,7 @@ def run_task(params: dict, seed: np.random.SeedSequence, fn, reserved: tuple = (
     'ok'
     """
     try:
-        with _deterministic(deterministic):
+        with _deterministic(deterministic), (native_threads(1) if deterministic else contextlib.nullcontext()):
             value = fn(params, seed)
         record = normalise_result(value, reserved)
     except Exception as exc:  # report any task error with its traceback
@@ -190,3 +194,27 @@ def end_with_parent(parent_pid: int) -> None:
     if os.getppid() != parent_pid:  # the parent died before the signal was armed
         os._exit(1)
     threading.Thread(target=_watch_parent, args=(parent_pid,), name="meanfield-parent-watch", daemon=True).start()
+
+
+def init_worker(parent_pid: int, threads: int) -> None:
+    """Initializer of the runner's pool workers: :func:`end_with_parent`, and the native thread
+    pools (BLAS, OpenMP) capped at ``threads`` (:func:`meanfield._threads.limit_native_threads`).
+
+    The pool passes its share of the cores, ``max(1, cpus // workers)``, so that the workers'
+    BLAS threads do not outnumber the cores (as Dask's nannies do by setting
+    ``OPENBLAS_NUM_THREADS=1``). Tasks run with ``deterministic=True`` use one thread anyway
+    (:func:`run_task`); the cap is for the others.
+
+    Parameters
+    ----------
+    parent_pid : int
+        Process id of the main process (the pool's owner).
+    threads : int
+        Threads for each native library's pool in this worker, >= 1.
+
+    Examples
+    --------
+    >>> pool = ProcessPoolExecutor(2, initializer=init_worker, initargs=(os.getpid(), 1))  # doctest: +SKIP
+    """
+    end_with_parent(parent_pid)
+    limit_native_threads(threads)

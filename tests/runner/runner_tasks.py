@@ -86,8 +86,17 @@ def pause(params, seed):
     return noise(params, seed)
 
 
+def blas_threads() -> int:
+    """The largest thread count of the BLAS libraries loaded in this process."""
+    import numpy  # noqa: F401
+    import scipy.linalg  # noqa: F401
+    from threadpoolctl import threadpool_info
+
+    return max(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas")
+
+
 def threads(params, seed):
-    """The thread count the package's transforms would use inside this task."""
+    """The thread counts the package's transforms and the BLAS products would use inside this task."""
     from meanfield._threads import default_threads, is_deterministic
 
-    return {"threads": default_threads(), "deterministic": is_deterministic()}
+    return {"threads": default_threads(), "deterministic": is_deterministic(), "blas_threads": blas_threads()}

@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 import runner_tasks
-from meanfield._threads import POINTS_PER_THREAD, default_threads, deterministic, is_deterministic, point_threads
+from meanfield._threads import (POINTS_PER_THREAD, default_threads, deterministic, is_deterministic, point_threads,
+                                usable_cpus)
 from meanfield.cli import main
 from meanfield.kernels import ActivationKernel
 from meanfield.noise import NoisePath
@@ -130,11 +131,20 @@ def test_every_executor_runs_tasks_on_one_thread(executor, monkeypatch):
         pytest.importorskip("distributed")
     monkeypatch.delenv("MEANFIELD_NUM_THREADS", raising=False)
     study = Study("threads", runner_tasks.threads, grid={"i": [0, 1]})
+    before = runner_tasks.blas_threads()
     frame = run_study(study, executor=executor, workers=2, progress=False).frame
     assert frame["threads"].tolist() == [1, 1] and frame["deterministic"].all()
+    assert frame["blas_threads"].tolist() == [1, 1]
+    # the serial back-end's tasks run in this process: its BLAS pools are restored afterwards
+    assert runner_tasks.blas_threads() == before
     if executor == "serial":
         free = run_study(study, executor="serial", progress=False, deterministic=False).frame
         assert free["threads"].tolist() == [default_threads()] * 2
+        assert free["blas_threads"].tolist() == [before] * 2
+    if executor == "pool":
+        # without deterministic, each of the 2 workers keeps its share of the cores for BLAS
+        free = run_study(study, executor="pool", workers=2, progress=False, deterministic=False).frame
+        assert free["blas_threads"].tolist() == [max(1, usable_cpus() // 2)] * 2
         with pytest.raises(TypeError, match="deterministic must be True or False"):
             run_study(study, executor="serial", progress=False, deterministic="yes")
 
