@@ -102,6 +102,12 @@ def _solve(a, b, M, num_iter_max):
     with warnings.catch_warnings():
         # POT warns on non-convergence; callers check the result code instead.
         warnings.simplefilter("ignore", UserWarning)
+        if sp.issparse(M):
+            # ot.emd, not ot.emd2: on sparse costs emd2 also maps every edge to its index in a
+            # Python dict for the gradient (41 ms per call at 1.5e5 edges, measured, as long as
+            # the solve); emd's log carries the same optimal cost and potentials
+            _, log = ot.emd(a, b, M, numItermax=num_iter_max, log=True)
+            return log["cost"], log
         return ot.emd2(a, b, M, numItermax=num_iter_max, log=True)
 
 
