@@ -201,7 +201,12 @@ class CharacteristicsSolution:
         if att is None:
             raise ValueError("this run had attention switched off")
         x = self._points(x)
-        c = att.coefficients(self.positions(i), self.masses(i))
+        k = int(self._k[range(len(self))[i]])
+        if k < len(self._steps) and self._steps[k].att_coeffs is not None:
+            # step k's coefficients were computed from this very cloud (the one saved at t_i)
+            c = self._steps[k].att_coeffs
+        else:
+            c = att.coefficients(self.positions(i), self.masses(i))
         return att.evaluate(c, x, jac=False)[0]
 
     def push(self, x, i: int, *, jac: bool = False):
