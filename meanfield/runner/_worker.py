@@ -1,7 +1,8 @@
 """What runs inside a worker: call the task function, check and normalise its result.
 
 Kept free of pandas, pyarrow and dask so that a spawned worker process imports
-only NumPy, this module and the module of the task function.
+only NumPy, this module and the module of the task function (with SciPy's linear algebra
+and threadpoolctl to cap the BLAS threads of a deterministic task).
 """
 
 from __future__ import annotations
