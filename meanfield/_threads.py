@@ -19,8 +19,11 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["default_threads", "deterministic", "is_deterministic", "point_threads", "MAX_THREADS", "POINTS_PER_THREAD"]
+__all__ = ["default_threads", "deterministic", "is_deterministic", "point_threads", "parallel_rows", "MAX_THREADS",
+           "POINTS_PER_THREAD"]
 
 #: Upper bound of the default: the transforms used here stop scaling beyond it.
 MAX_THREADS = 8
@@ -138,6 +141,82 @@ def usable_cpus() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not Linux
         return os.cpu_count() or 1
+
+
+#: Rows from which :func:`parallel_rows` splits the elementwise work over threads.
+PARALLEL_MIN_ROWS = 1 << 15
+
+#: Rows handed to one call of an elementwise kernel by :func:`parallel_rows`: its dozen temporaries
+#: then stay in the core's cache instead of streaming through memory (measured 1.9x faster at N = 10^6).
+CACHE_ROWS = 8192
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_SIZE = 0
+_POOL_LOCK = threading.Lock()
+_BLAS = None  # threadpoolctl's controller of the loaded BLAS libraries, made on first use
+
+
+def _blocked(fn, a: int, b: int, block: int) -> None:
+    for s in range(a, b, block):
+        fn(s, min(b, s + block))
+
+
+def parallel_rows(fn, n: int, *, block: int | None = None, min_rows: int | None = None) -> None:
+    """Call ``fn(start, stop)`` on contiguous row ranges of at most ``block`` rows covering ``range(n)``,
+    split over :func:`default_threads` threads from ``min_rows`` rows.
+
+    For work over points that releases the GIL (NumPy ufuncs and products): ``fn`` must write
+    only the rows it is given, and then the results are the same bits on any number of threads.
+    While the rows are split over threads, the BLAS libraries run on one thread: their threads
+    would share the cores with these and spin while they wait.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(start, stop)``.
+    n : int
+        Number of rows.
+    block : int, optional
+        Rows per call of ``fn`` (default :data:`CACHE_ROWS`: the temporaries of an elementwise
+        kernel then stay in cache).
+    min_rows : int, optional
+        Rows from which the work is split over threads (default :data:`PARALLEL_MIN_ROWS`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield._threads import parallel_rows
+    >>> x = np.arange(5.0)
+    >>> def double(s, e):
+    ...     x[s:e] *= 2
+    >>> parallel_rows(double, 5)
+    >>> x.tolist()
+    [0.0, 2.0, 4.0, 6.0, 8.0]
+    """
+    block = CACHE_ROWS if block is None else max(1, int(block))
+    k = default_threads()
+    if n < (PARALLEL_MIN_ROWS if min_rows is None else min_rows) or k < 2:
+        _blocked(fn, 0, n, block)
+        return
+    global _POOL, _POOL_SIZE, _BLAS
+    with _POOL_LOCK:
+        if _POOL is None or _POOL_SIZE != k:
+            _POOL = ThreadPoolExecutor(max_workers=k)
+            _POOL_SIZE = k
+        pool = _POOL
+        if _BLAS is None:
+            from threadpoolctl import ThreadpoolController
+
+            _BLAS = ThreadpoolController()
+    bounds = [n * i // k for i in range(k + 1)]
+    # measured on 2 cores, default BLAS threads against one: three noise fields of degree 6 with
+    # gradients at 10^5 points (small products of the polynomial tables) 13.3 against 9.5 ms; the
+    # direct attention sum of 8192 nodes on S^3 (large products) 101 against 72 ms
+    with _BLAS.limit(limits=1, user_api="blas"):
+        futures = [pool.submit(_blocked, fn, a, b, block) for a, b in zip(bounds[1:-1], bounds[2:])]
+        _blocked(fn, bounds[0], bounds[1], block)
+        for f in futures:
+            f.result()
 
 
 #: Environment variables read by native thread pools when their library is loaded.

@@ -12,38 +12,21 @@ ambient derivative of A is the weighted covariance of the cloud,
 and Dv ξ = P_x DA ξ - x (A · ξ) - (x · A) ξ for tangent ξ (as for the spectral evaluator of
 :mod:`._char_maps`). This is what the characteristics scheme uses where no fast spectral
 attention exists (d >= 4): cost O(M N d²) per evaluation at N points of an M-node cloud,
-memory O(block · M). Blocks of query rows have a fixed size and are spread over
-:func:`~meanfield._threads.default_threads` threads; each row is computed by the same
-operations whatever the thread count, so results do not depend on it.
+memory O(block · M). Blocks of query rows have a fixed size and are spread over threads
+(:func:`~meanfield._threads.parallel_rows`); each row is computed by the same operations
+whatever the thread count, so results do not depend on it.
 """
 
 from __future__ import annotations
 
-import threading
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 
-from .._threads import default_threads
+from .._threads import parallel_rows
 
 __all__: list[str] = []
 
 #: Elements of one block of logits (query rows × cloud nodes).
 BLOCK_ELEMENTS = 2**20
-
-_POOL: ThreadPoolExecutor | None = None
-_POOL_SIZE = 0
-_LOCK = threading.Lock()
-
-
-def _pool(k: int) -> ThreadPoolExecutor:
-    global _POOL, _POOL_SIZE
-    with _LOCK:
-        if _POOL is None or _POOL_SIZE != k:
-            _POOL = ThreadPoolExecutor(max_workers=k)
-            _POOL_SIZE = k
-        return _POOL
-
 
 class DirectAttention:
     """Attention velocity (and Jacobian) of a weighted cloud by the blocked direct sum, any d.
@@ -66,6 +49,16 @@ class DirectAttention:
         w = masses[keep] / masses.sum()
         return np.concatenate([np.log(w)[:, None], x[keep]], axis=1)
 
+    def fields(self, cloud: np.ndarray, x: np.ndarray, jac: bool = True) -> tuple:
+        """(v, Dv) at every point (:meth:`evaluate`): the direct sum has no cheaper intermediate."""
+        return self.evaluate(cloud, x, jac)
+
+    @staticmethod
+    def velocity_rows(f: tuple, x: np.ndarray, s: int, e: int, jac: bool = True):
+        """Rows s:e of the (v, Dv) of :meth:`fields`."""
+        v, Dv = f
+        return v[s:e], (Dv[s:e] if jac else None)
+
     def evaluate(self, cloud: np.ndarray, x: np.ndarray, jac: bool = True):
         """v(x) (N, d) and, if ``jac``, the matrix of ξ -> Dv(x) ξ (N, d, d)."""
         d = self.d
@@ -82,19 +75,13 @@ class DirectAttention:
         Z = np.ascontiguousarray(np.concatenate(cols, axis=1))
         sums = np.empty((n, Z.shape[1]))
         block = max(1, BLOCK_ELEMENTS // max(1, y.shape[0]))
-        starts = list(range(0, n, block))
 
-        def rows(s: int) -> None:
-            logits = xa[s : s + block] @ ya.T
+        def rows(s: int, e: int) -> None:
+            logits = xa[s:e] @ ya.T
             np.exp(logits, out=logits)
-            sums[s : s + block] = logits @ Z
+            sums[s:e] = logits @ Z
 
-        k = min(default_threads(), len(starts))
-        if k > 1:
-            list(_pool(k).map(rows, starts))
-        else:
-            for s in starts:
-                rows(s)
+        parallel_rows(rows, n, block=block, min_rows=2 * block)
         low = ~(sums[:, 0] > 1e-250)
         if low.any():
             # every term underflowed against the global shift (very large β): shift these rows by their own maximum

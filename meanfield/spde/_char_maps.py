@@ -34,6 +34,7 @@ import numpy as np
 from scipy.linalg import expm
 
 from .._attention_transforms import DUCC_EPS_MIN
+from .._threads import parallel_rows
 from ..attention import attention_eigenvalues
 from ..attention_spectral import SpectralAttention
 from ..sphere import basis, oriented_frame, tangent_volume
@@ -185,40 +186,72 @@ class Attention:
         rows = w[None] if self.identity else np.concatenate([w[None], (w[:, None] * x).T], axis=0)
         return self.basis.adjoint_rows(rows, x, epsilon=self.eps) * self.lam
 
-    def evaluate(self, coeffs: np.ndarray, x: np.ndarray, jac: bool = True):
-        """v(x) (N, d) and, if ``jac``, the matrix of ξ -> Dv(x) ξ (N, d, d)."""
+    def fields(self, coeffs: np.ndarray, x: np.ndarray, jac: bool = True) -> tuple:
+        """The transforms of the velocity at all points x (N, d): the input of :meth:`velocity_rows`.
+
+        V = I, β != 0: ``(G, ∇G, H)`` (H the covariant Hessian, None without ``jac``); otherwise
+        the values (d + 1, N) and surface gradients (d + 1, N, d) of the rows [G, N_1..N_d].
+        """
         if self.identity:
-            return self._evaluate_identity(coeffs[0], x, jac)
-        vals, grads = self.basis.synth_rows(coeffs, x, grad=jac, epsilon=self.eps)
-        G, Nv = vals[0], vals[1:].T  # (N,), (N, d)
+            if not jac:
+                vals, grads = self.basis.synth_rows(coeffs[:1], x, epsilon=self.eps)
+                return vals[0], grads[0], None
+            return self.basis.hessian_at(coeffs[0], x, epsilon=self.eps)
+        return self.basis.synth_rows(coeffs, x, grad=jac, epsilon=self.eps)
+
+    def velocity_rows(self, f: tuple, x: np.ndarray, s: int, e: int, jac: bool = True):
+        """v(x) (n, d) and, if ``jac``, the matrix of ξ -> Dv(x) ξ (n, d, d) at rows s:e of x, from
+        :meth:`fields`; elementwise, so row blocks give the same numbers as all rows at once
+        (the rows s:e of a Hessian in ``f`` are overwritten)."""
+        xs = x[s:e]
+        if self.identity:
+            # V = I: v = ∇G / (βG), Dv ξ = Hξ/(βG) - ∇G (∇G·ξ)/(βG²) - x (v·ξ): one adjoint and four
+            # syntheses per step instead of 4 + 8 for general V
+            G, gG, H = f
+            bG = self.beta * G[s:e]
+            v = gG[s:e] / bG[:, None]
+            if not jac:
+                return v, None
+            # ∇G (∇G·ξ)/(βG²) + x (v·ξ) = (β v + x)(v·ξ): one outer product of (n, d) vectors
+            Dv = np.divide(H[s:e], bG[:, None, None], out=H[s:e])
+            return v, sub_outer(Dv, self.beta * v + xs, v)
+        vals, grads = f
+        G, Nv = vals[0, s:e], vals[1:, s:e].T  # (n,), (n, d)
         A = Nv / G[:, None]
         if self.V is not None:
             A = A @ self.V.T
-        xa = np.einsum("ij,ij->i", x, A)
-        v = A - xa[:, None] * x
+        xa = np.einsum("ij,ij->i", xs, A)
+        v = A - xa[:, None] * xs
         if not jac:
             return v, None
-        gG, gN = grads[0], np.transpose(grads[1:], (1, 0, 2))  # (N, d), (N, d_a, d)
+        gG, gN = grads[0, s:e], np.transpose(grads[1:, s:e], (1, 0, 2))  # (n, d), (n, d_a, d)
         DA = gN / G[:, None, None] - Nv[:, :, None] * gG[:, None, :] / (G * G)[:, None, None]
         if self.V is not None:
             DA = np.einsum("ab,nbc->nac", self.V, DA)
-        PDA = DA - x[:, :, None] * vecmat(x, DA)[:, None, :]
-        Dv = PDA - x[:, :, None] * A[:, None, :]
+        PDA = DA - xs[:, :, None] * vecmat(xs, DA)[:, None, :]
+        Dv = PDA - xs[:, :, None] * A[:, None, :]
         Dv -= xa[:, None, None] * np.eye(self.d)
         return v, Dv
 
-    def _evaluate_identity(self, g: np.ndarray, x: np.ndarray, jac: bool):
-        """V = I: v = ∇G / (βG), Dv ξ = Hξ/(βG) - ∇G (∇G·ξ)/(βG²) - x (v·ξ) (H the covariant Hessian):
-        one adjoint and four syntheses per step instead of 4 + 8 for general V."""
-        if not jac:
-            vals, grads = self.basis.synth_rows(g[None], x, epsilon=self.eps)
-            return grads[0] / (self.beta * vals[0])[:, None], None
-        G, gG, H = self.basis.hessian_at(g, x, epsilon=self.eps)
-        bG = self.beta * G
-        v = gG / bG[:, None]
-        # ∇G (∇G·ξ)/(βG²) + x (v·ξ) = (β v + x)(v·ξ): one outer product of (N, d) vectors
-        Dv = np.divide(H, bG[:, None, None], out=H)  # H is a fresh array
-        return v, sub_outer(Dv, self.beta * v + x, v)
+    def evaluate(self, coeffs: np.ndarray, x: np.ndarray, jac: bool = True):
+        """v(x) (N, d) and, if ``jac``, the matrix of ξ -> Dv(x) ξ (N, d, d)."""
+        return _by_rows(self, self.fields(coeffs, x, jac), x, jac)
+
+
+def _by_rows(attention, f: tuple, x: np.ndarray, jac: bool):
+    """v and Dv of every point from the fields ``f``, in row blocks (:func:`parallel_rows`)."""
+    n, d = x.shape
+    v = np.empty((n, d))
+    Dv = stack(n, d, d) if jac else None
+
+    def rows(s: int, e: int) -> None:
+        vs, Dvs = attention.velocity_rows(f, x, s, e, jac)
+        v[s:e] = vs
+        if jac:
+            Dv[s:e] = Dvs
+
+    parallel_rows(rows, n)
+    return v, Dv
 
 
 # ----------------------------------------------------------------------------------------
@@ -290,33 +323,50 @@ class Step:
 
 
 def apply_step(step: Step, attention: Attention | None, x: np.ndarray, jac: bool = True):
-    """y = T(x) (N, d) and, if ``jac``, the tangent Jacobian matrix DT(x) (N, d, d)."""
-    d = x.shape[1]
-    z = x.copy()
-    M = stack(x.shape[0], d, d, zeros=True) if jac else None
+    """y = T(x) (N, d) and, if ``jac``, the tangent Jacobian matrix DT(x) (N, d, d).
+
+    The transforms run over all points at once; the elementwise rest runs in row blocks
+    (:func:`parallel_rows`): the same numbers as whole-array operations, but its two dozen
+    (N,)-vector temporaries stay in cache, on every thread (a step of 10^5 nodes on S^2:
+    50 against 42-43 ms on 2 cores, measured).
+    """
+    n, d = x.shape
+    att = None
     if attention is not None and step.att_coeffs is not None:
-        v, Dv = attention.evaluate(step.att_coeffs, x, jac)
-        z += step.dt * v
-        if jac:
-            np.multiply(Dv, step.dt, out=M)
+        att = attention.fields(step.att_coeffs, x, jac)
     ns = step.noise
-    if ns is not None and ns.kind != "flow":
-        w, Dw = ns.evaluate(x, jac)
-        z += w
+    flow = ns is not None and ns.kind == "flow"
+    noi = ns.evaluate(x, jac) if ns is not None and not flow else None
+    y = np.empty((n, d))
+    DT = stack(n, d, d) if jac else None
+
+    def rows(s: int, e: int) -> None:
+        z = x[s:e].copy()
+        M = DT[s:e] if jac else None
+        if att is not None:
+            v, Dv = attention.velocity_rows(att, x, s, e, jac)
+            z += step.dt * v
+            if jac:
+                np.multiply(Dv, step.dt, out=M)
+        elif jac:
+            M[...] = 0.0
+        if noi is not None:
+            z += noi[0][s:e]
+            if jac:
+                M += noi[1][s:e]
+        ys, r = project_points(z)
         if jac:
-            M += Dw
-    y, r = project_points(z)
-    DT = None
-    if jac:
-        for i in range(d):
-            M[:, i, i] += 1.0
-        sub_outer(M, y, vecmat(y, M))
-        M /= r[:, None, None]
-        DT = M
-    if ns is not None and ns.kind == "flow":
-        y = y @ ns.R.T
-        if jac:
-            DT = np.einsum("ab,nbc->nac", ns.R, DT)
+            for i in range(d):
+                M[:, i, i] += 1.0
+            sub_outer(M, ys, vecmat(ys, M))
+            M /= r[:, None, None]
+        if flow:
+            ys = ys @ ns.R.T
+            if jac:
+                M[...] = np.einsum("ab,nbc->nac", ns.R, M)
+        y[s:e] = ys
+
+    parallel_rows(rows, n)
     return y, DT
 
 

@@ -69,10 +69,10 @@ def _project_sum(x: np.ndarray, dt: float, v: np.ndarray | None, w: np.ndarray |
 
     The same operations in the same order as ``_normalise(x + dt * v + w)``, so the same numbers,
     but in row blocks that stay in cache and are split over threads
-    (:func:`~meanfield.sphere._points.parallel_rows`): the particle step's elementwise work no
+    (:func:`~meanfield._threads.parallel_rows`): the particle step's elementwise work no
     longer streams five full-size temporaries through memory.
     """
-    from ._points import parallel_rows
+    from .._threads import parallel_rows
 
     out = np.empty_like(x)
 

@@ -20,7 +20,7 @@ import threading
 
 import numpy as np
 
-from ._points import parallel_rows
+from .._threads import parallel_rows
 
 __all__ = ["HomogeneousForm", "homogeneous_exponents"]
 

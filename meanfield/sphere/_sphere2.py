@@ -8,8 +8,8 @@ import math
 import ducc0
 import numpy as np
 
-from .._threads import default_threads, point_threads
-from ._points import S2Points, parallel_rows, s2_points
+from .._threads import default_threads, parallel_rows, point_threads
+from ._points import S2Points, s2_points
 from ._quadrature import gauss_legendre
 from ._s2 import _complex_sh_cartesian, alm_index, alm_to_real, n_alm, real_basis_s2, real_to_alm, synthesis_at
 from .basis import Basis, Grid, register_basis, work_array
@@ -173,22 +173,30 @@ class S2Basis(Basis):
         else:
             qu = np.zeros((2, n))
         et, ep = pts.frame()
-        htt, hpp, htp = 0.5 * (lap - qu[0]), 0.5 * (lap + qu[0]), -0.5 * qu[1]
         # H = E h E^T with E = [e_θ, e_φ] and h the 2 x 2 frame Hessian, entry by entry over (N,)
         # vectors into a component-major stack (memory (3, 3, N), logical shape (N, 3, 3)): every
         # entry is a contiguous vector, which the characteristics scheme's products of stacks
-        # read; H is symmetric, so the entries below the diagonal are copies
+        # read; H is symmetric, so the entries below the diagonal are copies. In row blocks
+        # (parallel_rows): the two dozen vector operations then stay in cache.
         H = np.empty((3, 3, n))
-        for i in range(3):
-            a0 = htt * et[:, i] + htp * ep[:, i]
-            a1 = htp * et[:, i] + hpp * ep[:, i]
-            for j in range(i, 3):
-                np.multiply(a0, et[:, j], out=H[i, j])
-                H[i, j] += a1 * ep[:, j]
-                if j > i:
-                    H[j, i] = H[i, j]
-        H = H.transpose(2, 0, 1)
-        return val, g[0][:, None] * et + g[1][:, None] * ep, H
+        grad = np.empty((n, 3))
+
+        def rows(s: int, e: int) -> None:
+            et_, ep_ = et[s:e], ep[s:e]
+            htt, hpp, htp = 0.5 * (lap[s:e] - qu[0, s:e]), 0.5 * (lap[s:e] + qu[0, s:e]), -0.5 * qu[1, s:e]
+            for i in range(3):
+                a0 = htt * et_[:, i] + htp * ep_[:, i]
+                a1 = htp * et_[:, i] + hpp * ep_[:, i]
+                for j in range(i, 3):
+                    h = H[i, j, s:e]
+                    np.multiply(a0, et_[:, j], out=h)
+                    h += a1 * ep_[:, j]
+                    if j > i:
+                        H[j, i, s:e] = h
+            grad[s:e] = g[0, s:e, None] * et_ + g[1, s:e, None] * ep_
+
+        parallel_rows(rows, n)
+        return val, grad, H.transpose(2, 0, 1)
 
     def grid(self, n: int | None = None) -> "S2Grid":
         return S2Grid(self, n)

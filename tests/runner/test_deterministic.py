@@ -69,6 +69,32 @@ def test_point_transforms_take_one_thread_per_block_of_points_and_one_inside_det
     assert seen == [1, 1, 2, 2, 3, 3]
 
 
+def test_parallel_rows_covers_every_row_once_and_runs_blas_on_one_thread_while_split(monkeypatch):
+    """parallel_rows: blocks of at most ``block`` rows covering range(n) once each; from ``min_rows``
+    rows they run on default_threads() threads, with the BLAS pools on one thread meanwhile (their
+    threads would spin on the cores these use) and restored afterwards."""
+    import meanfield._threads as threads
+
+    monkeypatch.setenv("MEANFIELD_NUM_THREADS", "2")
+    before = runner_tasks.blas_threads()
+    for n, block, min_rows, split in [(threads.PARALLEL_MIN_ROWS + 1001, None, None, True), (100, 7, None, False),
+                                      (100, 7, 14, True)]:
+        seen = np.zeros(n, dtype=int)
+        sizes, blas, names = [], set(), set()
+
+        def fn(s, e):
+            seen[s:e] += 1
+            sizes.append(e - s)
+            blas.add(runner_tasks.blas_threads())
+            names.add(threading.current_thread().name)
+
+        threads.parallel_rows(fn, n, block=block, min_rows=min_rows)
+        assert (seen == 1).all() and max(sizes) <= (block or threads.CACHE_ROWS)
+        assert len(names) == (2 if split else 1)
+        assert blas == ({1} if split else {before})
+        assert runner_tasks.blas_threads() == before
+
+
 def test_inside_deterministic_spin0_point_syntheses_avoid_synthesis_general(monkeypatch):
     """Inside deterministic() no spin-0 field at points goes through ducc0's synthesis_general (which
     gives another last bit in some calls, on one thread, as the addresses of its buffers vary: this

@@ -130,6 +130,34 @@ def test_step_jacobian_matches_finite_differences(d, V):
         assert np.abs(fd - np.einsum("nab,nb->na", DT, e)).max() < 2e-8
 
 
+@pytest.mark.parametrize("V", [None, "random"])
+def test_step_rows_do_not_depend_on_blocks_or_threads(monkeypatch, V):
+    """The elementwise part of a step runs in row blocks split over threads; every block must read
+    and write its own rows only, so the blocks and the threads cannot change a bit. The transforms
+    are computed once and replayed (multithreaded ducc0 transforms may differ in the last bit
+    between calls, which is not what is tested here)."""
+    import meanfield._threads as threads
+
+    rng = np.random.default_rng(3)
+    n = threads.PARALLEL_MIN_ROWS + 7000  # split over threads, and over uneven blocks
+    x = VonMisesFisher([0, 0, 1.0], 2.0).sample(n, seed=4)
+    Vm = None if V is None else rng.standard_normal((3, 3))
+    att = Attention(3, 1.0, Vm, 1e-10)
+    ns = NoiseStep(_noise(1.0, lmax=4).field(0.0, H), 3, 1e-12)
+    st = Step(H, att.coefficients(x, rng.uniform(0.5, 1.5, n)), ns)
+    fields, noise = att.fields(st.att_coeffs, x, True), ns.evaluate(x, True)
+    # velocity_rows divides the Hessian's rows in place: every replay gets a fresh copy
+    monkeypatch.setattr(att, "fields", lambda *a: tuple(None if f is None else f.copy() for f in fields))
+    monkeypatch.setattr(ns, "evaluate", lambda *a: noise)
+    out = []
+    for n_threads, rows in [("1", 1 << 20), ("2", threads.CACHE_ROWS), ("2", 1000)]:
+        monkeypatch.setenv("MEANFIELD_NUM_THREADS", n_threads)
+        monkeypatch.setattr(threads, "CACHE_ROWS", rows)
+        out.append(apply_step(st, att, x))
+    for y, DT in out[1:]:
+        assert np.array_equal(y, out[0][0]) and np.array_equal(DT, out[0][1])
+
+
 @pytest.mark.parametrize("d", [2, 3])
 def test_velocity_matches_spectral_attention(d):
     """v[ρ] of the node cloud = SpectralAttention.velocity(nodes, weights=masses) to its tolerance."""

@@ -127,6 +127,41 @@ def test_hessian_at_points_is_the_derivative_of_the_gradient(d):
         assert np.abs(dg - np.einsum("nij,nj->ni", H, e)).max() < 1e-6
 
 
+def test_s2_frame_and_hessian_in_row_blocks(monkeypatch):
+    """S^2 points: the frame (e_θ, e_φ) formed in one pass equals tangent(1, 0) and tangent(0, 1),
+    poles included (e_θ = (cos θ, 0, 0), e_φ = (0, 1, 0) there); and hessian_at, whose frame
+    products run in row blocks over threads, gives the same bits whatever the blocks and threads."""
+    import meanfield._threads as threads
+    from meanfield import deterministic
+    from meanfield.sphere import _sphere2
+    from meanfield.sphere._points import S2Points
+
+    rng = np.random.default_rng(5)
+    n = threads.PARALLEL_MIN_ROWS + 5000
+    x = sample_uniform(n, 3, rng)
+    x[:3] = [[0, 0, 1.0], [0, 0, -1.0], [1.0, 0, 0]]
+    pts = S2Points(x)
+    et, ep = pts.frame()
+    assert np.array_equal(et, pts.tangent(np.ones(n), np.zeros(n)))
+    assert np.array_equal(ep, pts.tangent(np.zeros(n), np.ones(n)))
+    assert np.array_equal(et[:2], [[1.0, 0, 0], [-1.0, 0, 0]]) and np.array_equal(ep[:2], [[0, 1.0, 0]] * 2)
+    b = basis(3, 12)
+    c = b.from_real(rng.standard_normal(b.n_real))
+    out = []
+    # inside deterministic() and on one thread the point syntheses give the same bits on every call
+    # (spin 0 by the torus route); default_threads is patched so that the row blocks are split over
+    # two threads, and the syntheses are kept on one
+    synthesis_at = _sphere2.synthesis_at
+    monkeypatch.setattr(_sphere2, "synthesis_at", lambda *a, **kw: synthesis_at(*a, **{**kw, "nthreads": 1}))
+    with deterministic():
+        for n_threads, rows in [(1, 1 << 20), (2, 1000)]:
+            monkeypatch.setattr(threads, "default_threads", lambda k=n_threads: k)
+            monkeypatch.setattr(threads, "CACHE_ROWS", rows)
+            out.append(b.hessian_at(c, x))
+    for a, b2 in zip(*out):
+        assert np.array_equal(a, b2)
+
+
 @pytest.mark.parametrize("d, lmax, lf, lc", [(2, 64, 6, 16), (2, 40, 30, 35), (3, 64, 6, 16), (3, 24, 8, 20)])
 def test_drift_from_ring_coefficients_equals_separate_maps(d, lmax, lf, lc):
     """f and ∇_S f + α f F (and α f <F, x>) formed from ring coefficients (products on short rings)
