@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from .. import _validate
+from .._threads import parallel_rows
 from .._validate import as_int, as_points, check_cost
 
 __all__ = [
@@ -72,8 +73,6 @@ def _project_sum(x: np.ndarray, dt: float, v: np.ndarray | None, w: np.ndarray |
     (:func:`~meanfield._threads.parallel_rows`): the particle step's elementwise work no
     longer streams five full-size temporaries through memory.
     """
-    from .._threads import parallel_rows
-
     out = np.empty_like(x)
 
     def rows(s: int, e: int) -> None:
