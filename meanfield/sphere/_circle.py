@@ -175,12 +175,39 @@ class CircleBasis(Basis):
             return self.evaluate(ddtheta(c, self.lmax), x, epsilon=epsilon)[:, None] * _tangent(x)
         return (fourier_basis(self.lmax, x) @ ddtheta(c, self.lmax))[:, None] * _tangent(x)
 
+    def _u2nu_rows(self, rows: list, x: np.ndarray, epsilon) -> np.ndarray:
+        """Values (K, N) of K real-coefficient fields at many points: one NUFFT with K transforms
+        (its point work is shared; the same bits as K separate calls, measured)."""
+        grid = np.stack([_complex_coeffs(r, self.lmax) for r in rows])
+        out = ducc0.nufft.u2nu(grid=grid, coord=_theta(x)[:, None], forward=False, epsilon=epsilon or _NUFFT_EPS,
+                               nthreads=point_threads(x.shape[0]))
+        return out.real
+
+    def synth_rows(self, coeffs, x, *, grad: bool = True, epsilon: float | None = None):
+        if self.uses_polynomial(len(x), grad, epsilon) or not self._nufft(x.shape[0]):
+            return super().synth_rows(coeffs, x, grad=grad, epsilon=epsilon)
+        C = list(np.atleast_2d(coeffs))
+        vals = self._u2nu_rows(C + ([ddtheta(c, self.lmax) for c in C] if grad else []), x, epsilon)
+        if not grad:
+            return vals, None
+        return vals[: len(C)], vals[len(C) :, :, None] * _tangent(x)[None]
+
     def hessian_at(self, c: np.ndarray, x: np.ndarray, *, epsilon: float | None = None):
         # on S^1 the covariant Hessian is f''(θ) e e^T, and f'' has coefficients -k^2 c
-        f2 = self.evaluate(-(self.ell.astype(float) ** 2) * c, x, epsilon=epsilon)
         e = _tangent(x)
-        return (self.evaluate(c, x, epsilon=epsilon), self.gradient_at(c, x, epsilon=epsilon),
-                f2[:, None, None] * e[:, :, None] * e[:, None, :])
+        f2c = -(self.ell.astype(float) ** 2) * c
+        if self._nufft(x.shape[0]):
+            f, f1, f2 = self._u2nu_rows([c, ddtheta(c, self.lmax), f2c], x, epsilon)
+            grad = f1[:, None] * e
+        else:
+            f, grad, f2 = self.evaluate(c, x), self.gradient_at(c, x), self.evaluate(f2c, x)
+        # component-major (memory (2, 2, N)), as the characteristics scheme's stacks of small matrices
+        H = np.empty((2, 2, x.shape[0]))
+        for i in range(2):
+            fe = f2 * e[:, i]
+            for j in range(2):
+                np.multiply(fe, e[:, j], out=H[i, j])
+        return f, grad, H.transpose(2, 0, 1)
 
     def grid(self, n: int | None = None) -> "CircleGrid":
         return CircleGrid(self, n)

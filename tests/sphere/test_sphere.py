@@ -105,20 +105,28 @@ def test_dimension_and_degree_are_validated_once():
 
 
 @pytest.mark.parametrize("d", supported_dimensions())
-def test_hessian_at_points_is_the_derivative_of_the_gradient(d):
-    """hessian_at: value and gradient as evaluate/gradient_at; H ξ = D(∇f)ξ projected on the tangent plane."""
+@pytest.mark.parametrize("n", [15, 2000])
+def test_hessian_at_points_is_the_derivative_of_the_gradient(d, n):
+    """hessian_at: value and gradient as evaluate/gradient_at; H ξ = D(∇f)ξ projected on the tangent plane;
+    synth_rows of several fields: each as evaluate/gradient_at. 2000 points take the non-uniform FFTs
+    (S^1: several fields in one call), 15 the explicit basis; both sides evaluate the same fields by
+    the same transforms, so they agree to round-off of values of size about 10 (measured: at most 3e-13)."""
     b = basis(d, 8)
     rng = np.random.default_rng(4)
-    c = b.from_real(rng.standard_normal(b.n_real))
-    x = sample_uniform(15, d, rng)
+    C = np.stack([b.from_real(rng.standard_normal(b.n_real)) for _ in range(3)])
+    c = C[0]
+    x = sample_uniform(n, d, rng)
     val, grad, H = b.hessian_at(c, x)
     assert np.abs(val - b.evaluate(c, x)).max() < 1e-12
     assert np.abs(grad - b.gradient_at(c, x)).max() < 1e-12
+    vals, grads = b.synth_rows(C, x)
+    assert np.abs(vals - np.stack([b.evaluate(ci, x) for ci in C])).max() < 1e-12
+    assert np.abs(grads - np.stack([b.gradient_at(ci, x) for ci in C])).max() < 1e-12
     assert np.abs(H - np.transpose(H, (0, 2, 1))).max() < 1e-10  # symmetric
     assert np.abs(np.einsum("nij,ni->nj", H, x)).max() < 1e-10  # acts on the tangent plane
     h = 1e-5
     for _ in range(3):
-        e = rng.standard_normal((15, d))
+        e = rng.standard_normal((n, d))
         e -= np.einsum("ij,ij->i", e, x)[:, None] * x
         e /= np.linalg.norm(e, axis=1, keepdims=True)
         dg = (b.gradient_at(c, project(x + h * e)) - b.gradient_at(c, project(x - h * e))) / (2 * h)
