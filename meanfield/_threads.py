@@ -11,7 +11,8 @@ buffers). Inside :func:`deterministic` (or with ``MEANFIELD_NUM_THREADS=1``) eve
 runs on one thread and spin-0 fields at arbitrary points take a route that does not depend on
 memory addresses (:func:`meanfield.sphere._s2.synthesis_at`), so the results are
 bit-identical between calls, runs, processes and executors; the study runner runs every task
-that way (:func:`meanfield.runner.run_study`, ``deterministic=True``).
+that way (:func:`meanfield.runner.run_study`, ``deterministic=True``). Elementwise work over
+many points is split into row blocks over the same threads by :func:`parallel_rows`.
 """
 
 from __future__ import annotations
