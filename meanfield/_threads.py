@@ -153,7 +153,7 @@ CACHE_ROWS = 8192
 
 _POOL: ThreadPoolExecutor | None = None
 _POOL_SIZE = 0
-_POOL_LOCK = threading.Lock()
+_SPLIT_LOCK = threading.Lock()  # held while rows are split over the pool (see parallel_rows)
 _BLAS = None  # threadpoolctl's controller of the loaded BLAS libraries, made on first use
 
 
@@ -169,7 +169,9 @@ def parallel_rows(fn, n: int, *, block: int | None = None, min_rows: int | None 
     For work over points that releases the GIL (NumPy ufuncs and products): ``fn`` must write
     only the rows it is given, and then the results are the same bits on any number of threads.
     While the rows are split over threads, the BLAS libraries run on one thread: their threads
-    would share the cores with these and spin while they wait.
+    would share the cores with these and spin while they wait. One call is split at a time; a
+    call made meanwhile (from another thread, or from inside ``fn``) runs its rows in its own
+    thread.
 
     Parameters
     ----------
@@ -196,25 +198,36 @@ def parallel_rows(fn, n: int, *, block: int | None = None, min_rows: int | None 
     """
     block = CACHE_ROWS if block is None else max(1, int(block))
     k = default_threads()
-    if n < (PARALLEL_MIN_ROWS if min_rows is None else min_rows) or k < 2:
+    # one split at a time: a call made while another one runs (from another thread, or from
+    # inside a kernel) takes its rows in its own thread, so the BLAS limits below are set and
+    # restored in pairs and no kernel waits for a pool thread that waits for it
+    if n < (PARALLEL_MIN_ROWS if min_rows is None else min_rows) or k < 2 \
+            or not _SPLIT_LOCK.acquire(blocking=False):
         _blocked(fn, 0, n, block)
         return
-    global _POOL, _POOL_SIZE, _BLAS
-    with _POOL_LOCK:
-        if _POOL is None or _POOL_SIZE != k:
-            _POOL = ThreadPoolExecutor(max_workers=k)
-            _POOL_SIZE = k
-        pool = _POOL
-        if _BLAS is None:
-            from threadpoolctl import ThreadpoolController
+    try:
+        _split(fn, n, block, k)
+    finally:
+        _SPLIT_LOCK.release()
 
-            _BLAS = ThreadpoolController()
+
+def _split(fn, n: int, block: int, k: int) -> None:
+    global _POOL, _POOL_SIZE, _BLAS
+    if _POOL is None or _POOL_SIZE != k:
+        if _POOL is not None:
+            _POOL.shutdown(wait=False)
+        _POOL = ThreadPoolExecutor(max_workers=k)
+        _POOL_SIZE = k
+    if _BLAS is None:
+        from threadpoolctl import ThreadpoolController
+
+        _BLAS = ThreadpoolController()
     bounds = [n * i // k for i in range(k + 1)]
     # measured on 2 cores, default BLAS threads against one: three noise fields of degree 6 with
     # gradients at 10^5 points (small products of the polynomial tables) 13.3 against 9.5 ms; the
     # direct attention sum of 8192 nodes on S^3 (large products) 101 against 72 ms
     with _BLAS.limit(limits=1, user_api="blas"):
-        futures = [pool.submit(_blocked, fn, a, b, block) for a, b in zip(bounds[1:-1], bounds[2:])]
+        futures = [_POOL.submit(_blocked, fn, a, b, block) for a, b in zip(bounds[1:-1], bounds[2:])]
         _blocked(fn, bounds[0], bounds[1], block)
         for f in futures:
             f.result()

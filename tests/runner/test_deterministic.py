@@ -95,6 +95,49 @@ def test_parallel_rows_covers_every_row_once_and_runs_blas_on_one_thread_while_s
         assert runner_tasks.blas_threads() == before
 
 
+def test_parallel_rows_called_concurrently_restores_the_blas_threads(monkeypatch):
+    """Two threads split rows at once, interleaved so that the first finishes while the second is
+    running: every row is covered once, and afterwards the BLAS pools have their threads back (with
+    a limit per call, the second call would restore the first one's limit of one thread). A call
+    from inside a kernel runs too (no thread waits for itself)."""
+    import meanfield._threads as threads
+
+    monkeypatch.setenv("MEANFIELD_NUM_THREADS", "2")
+    before = runner_tasks.blas_threads()
+    n = threads.PARALLEL_MIN_ROWS + 10
+    seen = {"a": np.zeros(n, dtype=int), "b": np.zeros(n, dtype=int)}
+    a_running, b_running, a_done = threading.Event(), threading.Event(), threading.Event()
+
+    def fn_a(s, e):
+        a_running.set()
+        seen["a"][s:e] += 1
+        assert b_running.wait(10)
+
+    def fn_b(s, e):
+        b_running.set()
+        assert a_done.wait(10)
+        seen["b"][s:e] += 1
+
+    def run_a():
+        threads.parallel_rows(fn_a, n)
+        a_done.set()
+
+    def nested(s, e):
+        threads.parallel_rows(lambda s2, e2: None, n)
+        seen["b"][s:e] += 1
+
+    ta, tb = threading.Thread(target=run_a), threading.Thread(target=threads.parallel_rows, args=(fn_b, n))
+    ta.start()
+    assert a_running.wait(10)  # the first call is split before the second starts
+    tb.start()
+    ta.join(20)
+    tb.join(20)
+    assert (seen["a"] == 1).all() and (seen["b"] == 1).all()
+    assert runner_tasks.blas_threads() == before
+    threads.parallel_rows(nested, n)
+    assert (seen["b"] == 2).all()
+
+
 def test_inside_deterministic_spin0_point_syntheses_avoid_synthesis_general(monkeypatch):
     """Inside deterministic() no spin-0 field at points goes through ducc0's synthesis_general (which
     gives another last bit in some calls, on one thread, as the addresses of its buffers vary: this
