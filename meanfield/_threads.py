@@ -157,6 +157,17 @@ _SPLIT_LOCK = threading.Lock()  # held while rows are split over the pool (see p
 _BLAS = None  # threadpoolctl's controller of the loaded BLAS libraries, made on first use
 
 
+def _forget_pool() -> None:
+    # a forked child inherits the pool object but not its threads (work submitted to it would
+    # wait for ever) and possibly a held lock: it starts afresh
+    global _POOL, _POOL_SIZE, _SPLIT_LOCK
+    _POOL, _POOL_SIZE, _SPLIT_LOCK = None, 0, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_forget_pool)
+
+
 def _blocked(fn, a: int, b: int, block: int) -> None:
     for s in range(a, b, block):
         fn(s, min(b, s + block))

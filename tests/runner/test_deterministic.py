@@ -4,6 +4,7 @@ are bit-identical across runs and executors, and so is an S^2 SPDE solve repeate
 
 from __future__ import annotations
 
+import os
 import threading
 
 import numpy as np
@@ -136,6 +137,41 @@ def test_parallel_rows_called_concurrently_restores_the_blas_threads(monkeypatch
     assert runner_tasks.blas_threads() == before
     threads.parallel_rows(nested, n)
     assert (seen["b"] == 2).all()
+
+
+def _split_rows_in_child(n, queue):
+    import meanfield._threads as threads
+
+    y = np.zeros(n)
+
+    def fn(s, e):
+        y[s:e] += 1
+
+    threads.parallel_rows(fn, n)
+    queue.put(int(y.sum()))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_parallel_rows_in_a_forked_child_after_the_parent_split(monkeypatch):
+    """A child forked after the parent split rows inherits the pool object without its threads:
+    it must start a pool of its own, not wait for ever on the inherited one."""
+    import multiprocessing
+
+    import meanfield._threads as threads
+
+    monkeypatch.setenv("MEANFIELD_NUM_THREADS", "2")
+    n = threads.PARALLEL_MIN_ROWS + 5
+    threads.parallel_rows(lambda s, e: None, n)  # the parent's pool now has threads
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_split_rows_in_child, args=(n, queue))
+    child.start()
+    child.join(30)
+    hung = child.is_alive()
+    if hung:
+        child.kill()
+    assert not hung and child.exitcode == 0 and queue.get(timeout=5) == n
 
 
 def test_inside_deterministic_spin0_point_syntheses_avoid_synthesis_general(monkeypatch):
