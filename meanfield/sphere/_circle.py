@@ -200,7 +200,8 @@ class CircleBasis(Basis):
             f, f1, f2 = self._u2nu_rows([c, ddtheta(c, self.lmax), f2c], x, epsilon)
             grad = f1[:, None] * e
         else:
-            f, grad, f2 = self.evaluate(c, x), self.gradient_at(c, x), self.evaluate(f2c, x)
+            f, grad = self.evaluate(c, x, epsilon=epsilon), self.gradient_at(c, x, epsilon=epsilon)
+            f2 = self.evaluate(f2c, x, epsilon=epsilon)
         # component-major (memory (2, 2, N)), as the characteristics scheme's stacks of small matrices
         H = np.empty((2, 2, x.shape[0]))
         for i in range(2):

@@ -18,7 +18,7 @@ import numpy as np
 
 from .._threads import parallel_rows
 
-__all__ = ["S2Points", "s2_points", "parallel_rows"]
+__all__ = ["S2Points", "s2_points"]
 
 
 class S2Points:
@@ -86,8 +86,9 @@ class S2Points:
                 np.negative(ep[s:e, 0], out=ep[s:e, 0])
                 np.multiply(q, x0, out=ep[s:e, 1])
                 ep[s:e, 2] = 0.0
-                if pole.any():
-                    et[s:e][pole] = np.stack([x2[pole], np.zeros(pole.sum()), np.zeros(pole.sum())], axis=1)
+                if pole.any():  # longitude 0 there: e_θ = (cos θ, 0, 0), e_φ = (0, 1, 0)
+                    et[s:e][pole] = (0.0, 0.0, 0.0)
+                    et[s:e, 0][pole] = x2[pole]
                     ep[s:e][pole] = (0.0, 1.0, 0.0)
 
             parallel_rows(rows, self.x.shape[0])
