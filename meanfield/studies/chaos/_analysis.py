@@ -280,6 +280,7 @@ def analyse_chaos(result, *, n_boot: int = 2000, seed: int = 0, power: float = C
             "coupling_seconds": float(rows["coupling_seconds"].mean()),
             "w2_seconds": float(rows["w2_seconds"].mean()),
             "control_seconds": float(rows["control_seconds"].mean()) if "control_seconds" in rows else float("nan"),
+            "check_seconds": float(rows["check_seconds"].mean()) if "check_seconds" in rows else float("nan"),
         })
     return ChaosReport(result, long, tables, summaries, pd.DataFrame(checks), pd.DataFrame(diags),
                        control=controls, power=power)
