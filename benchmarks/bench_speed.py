@@ -437,6 +437,7 @@ def bench_w2(args) -> None:
 
     # the chaos study's W_2 on S^2: N = 1024 particles against ρ_T on 64 x 128 quadrature nodes
     # (quick preset's settings, T = 0.125), POT called on the (n, m) problem as given
+    from meanfield import deterministic
     from meanfield.kernels import ActivationKernel
     from meanfield.noise import NoisePath
     from meanfield.particles import solve_particles
@@ -451,17 +452,31 @@ def bench_w2(args) -> None:
     cloud = density_to_cloud(sol.evaluate(1, nodes), nodes, weights, clip_negative=True)
     keep = cloud.weights > 0
     yq, b = cloud.points[keep], cloud.weights[keep] / cloud.weights[keep].sum()
-    xN = solve_particles(rho0.sample(1024, seed=8), noise, 1.0, dt, [T]).final
-    a_n = np.full(xN.shape[0], 1.0 / xN.shape[0])
 
-    def pot_nm():
-        return ot.emd2(a_n, b, cost_matrix(xN, yq, p=2), numItermax=10**7)
+    def chaos_row(name, x1, w1, x2, w2):
+        def pot_nm():
+            return ot.emd2(w1, w2, cost_matrix(x1, x2, p=2), numItermax=10**7)
 
-    t = interleaved({"meanfield": lambda: wasserstein(xN, yq, None, b, p=2),
-                     "dense": lambda: wasserstein(xN, yq, None, b, p=2, **dense_kw), "pot": pot_nm}, 1)
-    row(f"exact W_2 S^2 {xN.shape[0]} particles x {yq.shape[0]} nodes (chaos study)",
-        f"meanfield {t['meanfield']:.2f} s (dense {t['dense']:.2f} s), POT direct (n, m) {t['pot']:.2f} s", "",
-        num=t["meanfield"] / t["pot"], unit="x POT")
+        t = interleaved({"meanfield": lambda: wasserstein(x1, x2, w1, w2, p=2),
+                         "dense": lambda: wasserstein(x1, x2, w1, w2, p=2, **dense_kw), "pot": pot_nm}, 1)
+        row(name, f"meanfield {t['meanfield']:.2f} s (dense {t['dense']:.2f} s), POT direct (n, m) {t['pot']:.2f} s",
+            "", num=t["meanfield"] / t["pot"], unit="x POT")
+
+    for N in (1024, 256):
+        xN = solve_particles(rho0.sample(N, seed=8), noise, 1.0, dt, [T]).final
+        chaos_row(f"exact W_2 S^2 {N} particles x {yq.shape[0]} nodes (chaos study)", xN, np.full(N, 1.0 / N), yq, b)
+    # the study's bound of the SPDE's own W_2 error: the positive against the negative part of
+    # the difference of the solutions at lmax 96 and 192 on the same nodes; one-thread transforms,
+    # so that both checkouts get the same problem (multithreaded ones differ in the last bits, and
+    # a node where the two solutions agree to 1e-14 may change sides)
+    with deterministic():
+        sol1 = solve_spde(rho0, noise, beta=1.0, lmax=96, dt=dt, t_eval=[0.0, T], scheme="pushforward")
+        ref = solve_spde(rho0, noise, beta=1.0, lmax=192, dt=dt, t_eval=[0.0, T], scheme="pushforward")
+        diff = (density_to_cloud(sol1.evaluate(1, nodes), nodes, weights, clip_negative=True).weights
+                - density_to_cloud(ref.evaluate(1, nodes), nodes, weights, clip_negative=True).weights)
+    pos, neg = diff > 0, diff < 0
+    chaos_row(f"exact W_2 S^2 SPDE-error bound {pos.sum()} x {neg.sum()} nodes (chaos study)",
+              nodes[pos], diff[pos] / diff[pos].sum(), nodes[neg], diff[neg] / diff[neg].sum())
 
 
 def main() -> None:
