@@ -302,9 +302,10 @@ def wasserstein(
     carried any mass.
 
     Solver.  ``solver="dense"`` runs the simplex on all ``n' m'`` pairs.
-    ``solver="sparse"`` runs it on candidate edges (the 32 nearest targets of
-    each source, ``max(8, m'/16)`` of them against ``m' < 512`` targets, and
-    the 8 nearest sources of each target, once the source
+    ``solver="sparse"`` runs it on candidate edges (the larger cloud is the
+    source side; the 32 nearest targets of each source, ``max(8, k/16)`` of
+    them when the smaller cloud has ``k < 512`` points, and the 8 nearest
+    sources of each target, once the source
     cloud is moved by the mean displacement ``Σ b_j y_j - Σ a_i x_i``, and the
     support of one feasible plan), checks the reduced cost ``C_ij - u_i - v_j``
     of every pair with the potentials it returns, adds the pairs below
@@ -316,12 +317,12 @@ def wasserstein(
     more than ``n' m' / 128`` in a round) it hands over to the dense simplex, at
     a cost of 1.3-1.7x one dense solve.  ``"auto"`` (default) takes ``"sparse"`` from
     :data:`SPARSE_MIN_PAIRS` (2^19) pairs with at least :data:`SPARSE_MIN_SIDE`
-    (64) points a side.  Measured, best of 2, 2 shared cores, squared geodesic
-    cost on S^2, time of ``"sparse"`` over ``"dense"``: uniform clouds 800²
+    (64) points a side.  Measured (2 shared cores, one thread, squared geodesic
+    cost on S^2), time of ``"sparse"`` over ``"dense"``, best of 2: uniform clouds 800²
     0.67, 1000² 0.55, 8192 x 64 0.72, 4096 x 128 0.61, two vMF(8) samples
     4096 x 256 0.58, and (earlier) 2000² 0.77, 4000² 0.37, 5000² 0.32; a
-    vMF(50) cloud against a uniform one at 800² hands over, 1.55.  Particles
-    against a weighted Gauss–Legendre grid from the chaos study, 8192 nodes
+    vMF(50) cloud against a uniform one at 800² hands over, 1.55.  One run each:
+    particles against a weighted Gauss–Legendre grid from the chaos study, 8192 nodes
     against 64 / 128 / 256 / 512 / 1024 particles (four instances each):
     1.02 / 1.47 / 3.43 / 4.47 / 14.05 s -> 0.43 / 0.62 / 1.06 / 0.98 / 1.71 s;
     the positive against the negative part of the difference of two SPDE
