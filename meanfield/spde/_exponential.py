@@ -85,16 +85,14 @@ class ExponentialEuler(Scheme):
         p = problem
         ell = p.basis.ell
         self.decay = np.exp(-0.5 * p.kappa1 * ell * (ell + p.d - 2.0) * p.dt) if p.noise_on else None
-        # grid-sized work arrays kept over the steps (fresh ones would page-fault at every step)
-        self._scale = np.empty(p.grid.Q)
+        # a grid-sized work array kept over the steps (a fresh one would page-fault at every step)
         self._work = np.empty((p.d, p.grid.Q))
 
     def step(self, c, rho_g, vel, t0, t1):
         p, grid = self.p, self.p.grid
         # frame components of ρ_n (h v + P_x ΔW) times the quadrature weights, then the spectral divergence
         field = p.noise.field(t0, t1) if p.noise_on else None
-        scale = np.multiply(rho_g, grid.weights, out=self._scale)
-        flux = displacement_on_grid(grid, vel, c, p.dt, field, scale=scale, work=self._work)
+        flux = displacement_on_grid(grid, vel, c, p.dt, field, scale=rho_g, weighted=True, work=self._work)
         div = grid.divergence(flux, weighted=True)
         c = np.subtract(c, div, out=div)
         if self.decay is not None:

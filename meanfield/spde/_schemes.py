@@ -126,18 +126,20 @@ def noise_on_grid(grid: Grid, noise: NoiseSource, t0: float, t1: float) -> np.nd
 
 
 def displacement_on_grid(grid: Grid, vel, c: np.ndarray, dt: float, field=None, *, radial: bool = False,
-                         scale: np.ndarray | None = None, work: np.ndarray | None = None) -> np.ndarray:
+                         scale: np.ndarray | None = None, weighted: bool = False,
+                         work: np.ndarray | None = None) -> np.ndarray:
     """Rows (d - 1, Q): frame components of h v[ρ](x_q) + ΔW(x_q); with ``radial`` one more row <ΔW(x_q), x_q>.
 
     ``vel`` is the run's :class:`~meanfield.spde.Velocity` (None: no attention), ``field`` the noise
     increment of the step (None: no noise), ``scale`` (Q,) an optional factor of every row (e.g.
-    ρ_n w_q for a flux). With both parts, :meth:`Velocity.drift_on_grid` forms the sum from ring
+    ρ_n for a flux), with ``weighted`` times the quadrature weights w_q (the flux ρ_n w_q (h v + ΔW)
+    the adjoint transform of a divergence takes). With both parts, :meth:`Velocity.drift_on_grid` forms the sum from ring
     coefficients where it can; otherwise the two parts are synthesised separately. ``work``
     (rows + 1, Q): a buffer a scheme keeps over its steps, for the grid-sized arrays of the first
     route (:meth:`~meanfield.sphere.Grid.synth`); the rows returned may be a view of it.
     """
     if vel is not None and field is not None:
-        D = vel.drift_on_grid(grid, c, dt, field, radial=radial, scale=scale, out=work)
+        D = vel.drift_on_grid(grid, c, dt, field, radial=radial, scale=scale, weighted=weighted, out=work)
         if D is not None:
             return D
     D = np.zeros((len(grid.frame()) + int(radial), grid.Q))
@@ -151,6 +153,6 @@ def displacement_on_grid(grid: Grid, vel, c: np.ndarray, dt: float, field=None, 
             comps = field_frame_on_grid(grid, field)
         for row, comp in zip(D, comps):
             row += comp
-    if scale is not None:
-        D *= scale
+    if scale is not None or weighted:
+        D *= grid.weights if scale is None else (scale * grid.weights if weighted else scale)
     return D

@@ -276,11 +276,12 @@ class CircleGrid(Grid):
         f = comps[0] * (self.M / (2 * math.pi)) if weighted else comps[0]
         return ddtheta(self.analysis(f), self.lmax)
 
-    def synth_grad_times(self, c, lmax, coeffs, lmax_f, alpha, *, radial=False, out=None):
+    def synth_grad_times(self, c, lmax, coeffs, lmax_f, alpha, *, radial=False, out=None, f_over_weights=None):
         # one inverse FFT call for f, f', F_x and F_y (zero-padded to a common degree)
         K = max(lmax, lmax_f)
         if coeffs.shape[0] != 2 or K >= self.M // 2:
-            return super().synth_grad_times(c, lmax, coeffs, lmax_f, alpha, radial=radial, out=out)
+            return super().synth_grad_times(c, lmax, coeffs, lmax_f, alpha, radial=radial, out=out,
+                                            f_over_weights=f_over_weights)
         C = np.zeros((4, 2 * K + 1))
         C[0, : 2 * lmax + 1] = c
         C[1, : 2 * lmax + 1] = ddtheta(c, lmax)
@@ -300,6 +301,8 @@ class CircleGrid(Grid):
             np.multiply(Fx, cos_t, out=U[1])
             U[1] += Fy * sin_t
             U[1] *= af
+        if f_over_weights is not None:
+            f *= self.M / (2 * math.pi * f_over_weights)  # equal weights 2π/M
         return f, U
 
     def synth_real(self, coeffs, lmax):

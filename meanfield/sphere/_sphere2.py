@@ -417,7 +417,7 @@ class S2Grid(Grid):
         m = self._leg2map(self._frame_legs(coeffs, lmax))
         return [m[0], m[1]]
 
-    def synth_grad_times(self, c, lmax, coeffs, lmax_f, alpha, *, radial=False, out=None):
+    def synth_grad_times(self, c, lmax, coeffs, lmax_f, alpha, *, radial=False, out=None, f_over_weights=None):
         # Ring by ring, f and F are trigonometric polynomials of degree lmax and lmax_f + 1 in φ: their
         # product is formed exactly on short rings of P > 2 (lmax + lmax_f + 1) longitudes and taken
         # back to ring coefficients, then added to those of ∇_S f. The full grid then needs the maps
@@ -425,30 +425,41 @@ class S2Grid(Grid):
         K = lmax_f + 1
         mt = lmax + K
         if coeffs.shape[0] != 3 or lmax >= self.nlat or K + 1 > self.nlat or 2 * mt + 1 > self.nphi:
-            return super().synth_grad_times(c, lmax, coeffs, lmax_f, alpha, radial=radial, out=out)
+            return super().synth_grad_times(c, lmax, coeffs, lmax_f, alpha, radial=radial, out=out,
+                                            f_over_weights=f_over_weights)
         alm = np.ascontiguousarray(c, dtype=np.complex128)[None]
         nt = self._leg_threads(lmax)
-        legc = np.empty((1, self.nlat, lmax + 1), dtype=np.complex128)
-        self._legs(alm, lmax, legc)
+        legf = self._frame_legs(coeffs, lmax_f, radial)
+        nf = legf.shape[0]
+        # both: the short-ring inputs (F's frame rows, then f); leg: the full-grid rows (f, then U)
+        both = np.empty((nf + 1, self.nlat, max(lmax, K) + 1), dtype=np.complex128)
+        both[:nf, :, : K + 1] = legf
+        both[:nf, :, K + 1 :] = 0.0
+        legc = both[nf, :, : lmax + 1]
+        both[nf, :, lmax + 1 :] = 0.0
+        self._legs(alm, lmax, legc[None])
         legg = np.empty((2, self.nlat, lmax + 1), dtype=np.complex128)
         ducc0.sht.experimental.alm2leg_deriv1(alm=alm, lmax=lmax, theta=self._theta, nthreads=nt, leg=legg)
-        legf = self._frame_legs(coeffs, lmax_f, radial)
         P = int(ducc0.fft.good_size(2 * mt + 2, True))
         short = self._short_rings(P)
-        nf = legf.shape[0]
-        both = np.zeros((nf + 1, self.nlat, max(lmax, K) + 1), dtype=np.complex128)
-        both[:nf, :, : K + 1] = legf
-        both[nf, :, : lmax + 1] = legc[0]
         m_short = ducc0.sht.experimental.leg2map(leg=both, nthreads=nt, **short)
         mf = m_short[:nf]
         mf *= m_short[nf] * (alpha / P)
-        prod = ducc0.sht.experimental.map2leg(map=mf, mmax=mt, nthreads=nt, **short)
-        leg = np.zeros((1 + nf, self.nlat, mt + 1), dtype=np.complex128)
-        leg[0, :, : lmax + 1] = legc[0]
-        leg[1:] = prod
+        leg = np.empty((1 + nf, self.nlat, mt + 1), dtype=np.complex128)
+        ducc0.sht.experimental.map2leg(map=mf, mmax=mt, nthreads=nt, leg=leg[1:], **short)
         leg[1:3, :, : lmax + 1] += legg
+        if f_over_weights is None:
+            leg[0, :, : lmax + 1] = legc
+        else:  # the weights are constant on each ring: divide f's ring coefficients
+            np.multiply(legc, 1.0 / (f_over_weights * self._ring_weights), out=leg[0, :, : lmax + 1])
+        leg[0, :, lmax + 1 :] = 0.0
         m = self._leg2map(leg, None if out is None else work_array(out, (1 + nf, self.Q)))
         return m[0], m[1:]
+
+    @functools.cached_property
+    def _ring_weights(self) -> np.ndarray:
+        """The quadrature weight of each ring's nodes, shape (nlat, 1)."""
+        return self.weights[:: self.nphi, None].copy()
 
     def _short_rings(self, P: int) -> dict:
         return {"nphi": np.full(self.nlat, P, dtype=np.uintp), "phi0": np.zeros(self.nlat),

@@ -261,7 +261,7 @@ class Grid(abc.ABC):
         """Values (Q, k) of k fields given by real coefficients (k, n_real(lmax)), or None if the grid is too coarse."""
 
     def synth_grad_times(self, c: np.ndarray, lmax: int, coeffs: np.ndarray, lmax_f: int, alpha: float, *,
-                         radial: bool = False, out: np.ndarray | None = None):
+                         radial: bool = False, out: np.ndarray | None = None, f_over_weights: float | None = None):
         """f and the frame components of ∇_S f + α f F on the grid, for one scalar and one ambient field.
 
         f has state coefficients c of the basis of degree ``lmax``; F is the ambient field with real
@@ -270,7 +270,10 @@ class Grid(abc.ABC):
         α f F·x. None if the grid cannot synthesise F (too coarse). Grids whose transforms go ring by
         ring form the product f F from the low-degree ring coefficients, which saves the full-size
         maps of F. ``out`` (1 + rows of U, Q), C-contiguous float64: f is written to ``out[0]`` and
-        U to ``out[1:]``, which are returned (see :meth:`synth` for why).
+        U to ``out[1:]``, which are returned (see :meth:`synth` for why). With ``f_over_weights = k``
+        the first array is f / (k w) with w the quadrature weights (U is unchanged): a flux weighted
+        for the adjoint transform, s w U / f, is then one division away (grids whose weights are
+        constant on rings apply 1 / (k w) to the ring coefficients, at no cost on the grid).
         """
         vals = self.synth_real(coeffs, lmax_f)
         if vals is None:
@@ -285,6 +288,8 @@ class Grid(abc.ABC):
             np.multiply(af, r, out=U[k])
             if k < len(g):
                 U[k] += g[k]
+        if f_over_weights is not None:
+            out[0] /= f_over_weights * self.weights
         return out[0], U
 
     def synth_real_frame(self, coeffs: np.ndarray, lmax: int) -> list[np.ndarray] | None:

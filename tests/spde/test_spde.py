@@ -490,6 +490,73 @@ def test_resolution_error_carries_partial_solution():
     assert sol.meta["completed"] is False
 
 
+def test_tail_fraction_is_the_energy_fraction_and_flags_non_finite_states():
+    """tail_fraction = Σ_{l > 3L/4} mult |c|² / Σ mult |c|², and inf for a NaN, an infinite or an
+    overflowing coefficient (the solver's check for a non-finite state)."""
+    from meanfield.spde import tail_fraction
+
+    rng = np.random.default_rng(4)
+    for d, L in ((2, 40), (3, 24), (4, 8)):
+        b = basis(d, L)
+        c = b.from_real(rng.normal(size=b.n_real))
+        e = b.energy(c)
+        assert tail_fraction(b, c) == pytest.approx(e[b.ell > (3 * L) // 4].sum() / e.sum(), rel=1e-13)
+        assert tail_fraction(b, b.zeros()) == 0.0
+        for bad in (np.nan, np.inf, 1e200):
+            c2 = c.copy()
+            c2[-1] = bad
+            assert tail_fraction(b, c2) == math.inf
+
+
+@pytest.mark.parametrize("bad", [np.nan, 1e200])
+def test_a_non_finite_state_stops_the_run_at_its_time(monkeypatch, bad):
+    """A step that returns a NaN or an overflowing coefficient stops the run at the next check,
+    with the time and reason 'nonfinite'; nothing non-finite is returned."""
+    from meanfield.spde._exponential import ExponentialEuler
+
+    step, calls = ExponentialEuler.step, []
+
+    def broken(self, c, rho_g, vel, t0, t1):
+        c = step(self, c, rho_g, vel, t0, t1)
+        calls.append(t1)
+        if len(calls) == 3:
+            c = c.copy()
+            c[5] = bad
+        return c
+
+    monkeypatch.setattr(ExponentialEuler, "step", broken)
+    noise = NoisePath(RELU, d=3, lmax=4, seed=1, t_max=0.1)
+    with pytest.raises(SPDEResolutionError, match="became non-finite at t = 0.03") as info:
+        solve_spde(VonMisesFisher(MU3, 4.0), noise, beta=1.0, lmax=16, dt=0.01, t_eval=[0.0, 0.1],
+                   scheme="exponential")
+    assert info.value.reason == "nonfinite"
+
+
+@pytest.mark.parametrize("d", [2, 3])
+def test_weighted_displacement_is_the_flux_with_the_quadrature_weights(d):
+    """displacement_on_grid(scale=ρ, weighted=True) = ρ w (h v + ΔW): on the fused route (V = I, the
+    weights folded into F's ring coefficients) and on the separate one (a value matrix V), with
+    and without ``scale``; round-off only (a few roundings of each factor)."""
+    from meanfield.spde import displacement_on_grid
+
+    L, dt = 24, 0.01
+    noise = NoisePath(RELU, d=d, lmax=4, seed=2, t_max=1.0)
+    b = basis(d, L)
+    g = b.grid()
+    mu = MU3 if d == 3 else np.array([0.6, 0.8])
+    c = VonMisesFisher(mu, 4.0).coefficients(L)
+    rho = g.synth(c)
+    field = noise.field(0.0, dt)
+    for V in (None, np.diag(np.linspace(0.5, 1.5, d))):
+        vel = Velocity(d, L, 1.0, V)
+        ref = displacement_on_grid(g, vel, c, dt, field, scale=rho * g.weights)
+        new = displacement_on_grid(g, vel, c, dt, field, scale=rho, weighted=True)
+        assert np.abs(new - ref).max() < 1e-14 * np.abs(ref).max()
+        ref = displacement_on_grid(g, vel, c, dt, field) * g.weights
+        new = displacement_on_grid(g, vel, c, dt, field, weighted=True)
+        assert np.abs(new - ref).max() < 1e-14 * np.abs(ref).max()
+
+
 def test_filter_keeps_mass_and_damps_tail():
     noise = NoisePath(RELU, d=3, lmax=8, seed=11, t_max=0.3)
     kw = dict(beta=0.0, lmax=24, dt=0.01, t_eval=[0.0, 0.3], attention=False, tail_tol=1.0, neg_tol=10.0)

@@ -198,6 +198,24 @@ def test_drift_from_ring_coefficients_equals_separate_maps(d, lmax, lf, lc):
 
 
 @pytest.mark.parametrize("d", [2, 3, 4])
+def test_f_over_weights_divides_f_by_the_weights_and_leaves_U(d):
+    """With ``f_over_weights = k`` the first array is f / (k w) and U is unchanged, bit for bit: S^1
+    and S^2 fold 1 / (k w) into their ring coefficients, other grids divide on the grid. A flux
+    weighted for the adjoint transform, s w U / f, is then one division."""
+    g = basis(d, 12).grid()
+    bc, bf = basis(d, 8), basis(d, 4)
+    rng = np.random.default_rng(8)
+    c = bc.from_real(rng.normal(size=bc.n_real))
+    co = rng.normal(size=(d, bf.n_real))
+    for radial in (False, True):
+        f, U = g.synth_grad_times(c, 8, co, 4, 0.7, radial=radial)
+        fk, Uk = g.synth_grad_times(c, 8, co, 4, 0.7, radial=radial, f_over_weights=0.3)
+        assert np.array_equal(U, Uk)
+        # one rounding of the scaled coefficients and one of the weights' product
+        assert np.abs(fk * (0.3 * g.weights) - f).max() < 1e-14 * np.abs(f).max()
+
+
+@pytest.mark.parametrize("d", [2, 3, 4])
 def test_transforms_into_a_work_array_equal_fresh_ones_and_reject_a_bad_one(d):
     """synth and synth_grad_times with ``out`` write the same numbers (bit for bit) as without it and
     return the caller's buffer; a buffer of the wrong shape, dtype or layout is refused by name before
