@@ -132,6 +132,11 @@ def real_to_alm(b: np.ndarray, lmax: int) -> np.ndarray:
     if b.ndim < 1 or b.shape[-1] != (lmax + 1) ** 2:
         raise ValueError(f"real_to_alm: b must have (lmax + 1)^2 = {(lmax + 1) ** 2} coefficients in its last axis "
                          f"for lmax = {lmax}, got shape {b.shape}")
+    return _real_to_alm(b, lmax)
+
+
+def _real_to_alm(b: np.ndarray, lmax: int) -> np.ndarray:
+    """:func:`real_to_alm` of checked float64 coefficients (the per-step path of the SPDE schemes)."""
     _, _, pos, neg = _real_alm_maps(lmax)
     s_pos, s_neg = _real_to_alm_weights(lmax)
     out = b[..., neg] * s_neg  # -i b_{l,-m} / sqrt(2) for m > 0, 0 for m = 0

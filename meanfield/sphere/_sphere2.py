@@ -11,7 +11,7 @@ import numpy as np
 from .._threads import default_threads, parallel_rows, point_threads
 from ._points import S2Points, s2_points
 from ._quadrature import gauss_legendre
-from ._s2 import _complex_sh_cartesian, alm_index, alm_to_real, n_alm, real_basis_s2, real_to_alm, synthesis_at
+from ._s2 import _complex_sh_cartesian, _real_to_alm, alm_index, alm_to_real, n_alm, real_basis_s2, real_to_alm, synthesis_at
 from .basis import Basis, Grid, register_basis, work_array
 
 __all__ = ["S2Basis", "S2Grid", "NUFFT_EPS"]
@@ -345,7 +345,11 @@ class S2Grid(Grid):
         return m[0], ([m[1], m[2]] if grad else None)
 
     def _real_legs(self, coeffs, lmax):
-        alm = real_to_alm(coeffs, lmax)
+        coeffs = np.asarray(coeffs, dtype=np.float64)
+        if coeffs.shape[-1] != (lmax + 1) ** 2:
+            raise ValueError(f"real coefficients of degree {lmax} have (lmax + 1)^2 = {(lmax + 1) ** 2} entries, "
+                             f"got shape {coeffs.shape}")
+        alm = _real_to_alm(coeffs, lmax)  # the checks of real_to_alm cost more than the conversion here
         leg = np.empty((coeffs.shape[0], self.nlat, lmax + 1), dtype=np.complex128)
         for a in range(coeffs.shape[0]):
             self._legs(alm[a : a + 1], lmax, leg[a : a + 1])
@@ -440,8 +444,7 @@ class S2Grid(Grid):
         self._legs(alm, lmax, legc[None])
         legg = np.empty((2, self.nlat, lmax + 1), dtype=np.complex128)
         ducc0.sht.experimental.alm2leg_deriv1(alm=alm, lmax=lmax, theta=self._theta, nthreads=nt, leg=legg)
-        P = int(ducc0.fft.good_size(2 * mt + 2, True))
-        short = self._short_rings(P)
+        P, short = self._short_rings(mt)
         m_short = ducc0.sht.experimental.leg2map(leg=both, nthreads=nt, **short)
         mf = m_short[:nf]
         mf *= m_short[nf] * (alpha / P)
@@ -461,9 +464,16 @@ class S2Grid(Grid):
         """The quadrature weight of each ring's nodes, shape (nlat, 1)."""
         return self.weights[:: self.nphi, None].copy()
 
-    def _short_rings(self, P: int) -> dict:
-        return {"nphi": np.full(self.nlat, P, dtype=np.uintp), "phi0": np.zeros(self.nlat),
-                "ringstart": np.arange(self.nlat, dtype=np.uintp) * np.uintp(P)}
+    def _short_rings(self, mt: int) -> tuple[int, dict]:
+        """Longitudes P > 2 mt + 1 of short rings (an FFT-friendly size) and their ring geometry,
+        kept per degree (the same at every step)."""
+        cache = self.__dict__.setdefault("_short_cache", {})
+        hit = cache.get(mt)
+        if hit is None:
+            P = int(ducc0.fft.good_size(2 * mt + 2, True))
+            hit = cache[mt] = (P, {"nphi": np.full(self.nlat, P, dtype=np.uintp), "phi0": np.zeros(self.nlat),
+                                   "ringstart": np.arange(self.nlat, dtype=np.uintp) * np.uintp(P)})
+        return hit
 
     @functools.cached_property
     def _cos_theta(self) -> np.ndarray:
