@@ -8,7 +8,7 @@ import numpy as np
 from scipy import special
 
 from ..attention import attention_eigenvalues, required_degree
-from .._threads import parallel_rows
+from .. import _threads
 from ..sphere import Grid, basis, tangent_project
 
 __all__ = ["Velocity"]
@@ -123,7 +123,10 @@ class Velocity:
 
         # in blocks on one thread: split over two, the exponential step measured 4-6 % slower at lmax
         # 128-256 (the pass is memory-bound and the transforms around it are threaded)
-        parallel_rows(rows, grid.Q, min_rows=grid.Q + 1)
+        if grid.Q <= _threads.CACHE_ROWS:
+            rows(0, grid.Q)  # one block: the call overhead is a few per cent of a step on S^1
+        else:
+            _threads.parallel_rows(rows, grid.Q, min_rows=grid.Q + 1)
         return U
 
     def at_points(self, c: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
