@@ -343,7 +343,7 @@ class SPDESolution:
 @functools.lru_cache(maxsize=32)
 def _energy_weights(b: Basis) -> tuple[np.ndarray, np.ndarray]:
     """Multiplicities of every real entry of a state (a complex entry is two) and the same with
-    the degrees l <= 3 lmax / 4 set to zero: the energy and its tail are then two dot products."""
+    the degrees l <= 3 lmax / 4 set to zero: the energy and its tail are then two weighted sums."""
     w = np.asarray(b.mult, dtype=np.float64)
     tail = np.where(b.ell > (3 * b.lmax) // 4, w, 0.0)
     if np.dtype(b.state_dtype).kind == "c":

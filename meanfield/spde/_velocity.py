@@ -7,8 +7,8 @@ import math
 import numpy as np
 from scipy import special
 
-from ..attention import attention_eigenvalues, required_degree
 from .. import _threads
+from ..attention import attention_eigenvalues, required_degree
 from ..sphere import Grid, basis, tangent_project
 
 __all__ = ["Velocity"]
@@ -107,18 +107,17 @@ class Velocity:
         if res is None:
             return None
         s, U = res  # s is F (or F / (k w)) on the grid, a buffer of its own: the row factor goes there
-        if weighted:
-            k = 1.0
+        factor = 1.0 if weighted else k  # F / (k w) already carries k and the weights
 
         def rows(a: int, b: int) -> None:
-            # one block of the row factor k scale / F stays in cache for the rows it multiplies
+            # one block of the row factor (scale) k w / F stays in cache for the rows it multiplies
             f = s[a:b]
             if scale is None:
-                np.divide(k, f, out=f)
+                np.divide(factor, f, out=f)
             else:
                 np.divide(scale[a:b], f, out=f)
-                if k != 1.0:
-                    f *= k
+                if factor != 1.0:
+                    f *= factor
             U[:, a:b] *= f
 
         # in blocks on one thread: split over two, the exponential step measured 4-6 % slower at lmax
