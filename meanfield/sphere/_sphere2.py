@@ -467,13 +467,17 @@ class S2Grid(Grid):
     def _short_rings(self, mt: int) -> tuple[int, dict]:
         """Longitudes P > 2 mt + 1 of short rings (an FFT-friendly size) and their ring geometry,
         kept per degree (the same at every step)."""
-        cache = self.__dict__.setdefault("_short_cache", {})
-        hit = cache.get(mt)
+        hit = self._short_cache.get(mt)
         if hit is None:
             P = int(ducc0.fft.good_size(2 * mt + 2, True))
-            hit = cache[mt] = (P, {"nphi": np.full(self.nlat, P, dtype=np.uintp), "phi0": np.zeros(self.nlat),
-                                   "ringstart": np.arange(self.nlat, dtype=np.uintp) * np.uintp(P)})
+            hit = self._short_cache[mt] = (P, {"nphi": np.full(self.nlat, P, dtype=np.uintp),
+                                               "phi0": np.zeros(self.nlat),
+                                               "ringstart": np.arange(self.nlat, dtype=np.uintp) * np.uintp(P)})
         return hit
+
+    @functools.cached_property
+    def _short_cache(self) -> dict:
+        return {}
 
     @functools.cached_property
     def _cos_theta(self) -> np.ndarray:
