@@ -96,6 +96,7 @@ from .harmonics import harmonic_dimension, sphere_area
 from .sphere import basis
 from .sphere._points import s2_points
 from .sphere._s2 import synthesis_at
+from .sphere._s2_exact import MAX_LMAX as LOW_DEGREE_MAX_LMAX, low_degree_s2
 
 __all__ = [
     "SpectralAttention",
@@ -106,6 +107,8 @@ __all__ = [
     "DUCC_EPS_MIN",
     "AUTO_MIN_N",
     "AUTO_MAX_BETA",
+    "S2_DIRECT_MAX_LMAX",
+    "S2_DIRECT_MAX_POINTS",
     "ROUNDOFF_FACTOR",
 ]
 
@@ -128,6 +131,16 @@ TRANSFORM_ERROR_FACTOR = 1.0
 #: S^1: work N·(L+1) up to which the FFT-free power sum beats the NUFFT pair (measured on
 #: 2 cores: N = 1000 at L = 11 power sum 0.4 ms vs NUFFT 1.3 ms; at L = 28, 0.7 vs 0.6 ms).
 S1_DIRECT_MAX_WORK = 16384
+
+#: S^2: largest degree and number of tokens for which ``s2_backend="auto"`` evaluates the three
+#: transforms exactly (:class:`meanfield.sphere.LowDegreeS2`, O(N L²), one thread) instead of with
+#: ducc0's non-uniform transforms. Measured on 2 cores, the same process alternating the two
+#: (``benchmarks/results_speed.md``): the exact path is 1.1-1.4x faster at L = 5 (β = 0.1,
+#: tol 1e-6) and 1.0-1.25x at L = 7 (tol 1e-10) for N = 2·10^3-10^5, 1.7-2x slower at L = 9;
+#: in the particle step with noise the two are even at N = 10^5 (0.98) and the exact one
+#: 1.08x faster at N = 2048 and 5·10^4.
+S2_DIRECT_MAX_LMAX = 7
+S2_DIRECT_MAX_POINTS = 1 << 16
 
 #: β < 0: velocity round-off in units of u e^{2 abs(β)} (u the double-precision epsilon); measured
 #: <= 0.25 on tight clusters, three clusters and uniform clouds (S^1, S^2, N = 3000, β = -0.5..-10).
@@ -172,6 +185,12 @@ class SpectralAttention:
         S^1 only: ducc0 type-1/type-2 NUFFT, or the exact FFT-free O(N L) sum over powers of
         e^{iθ} blocked over tokens. ``"auto"`` takes the power sum when N·(L+1) <= 16384 and
         the NUFFT above (the faster one measured on 2 cores, see the benchmark).
+    s2_backend : {"auto", "nufft", "direct"}
+        S^2 only: ducc0's non-uniform spherical-harmonic transforms (accuracy ε), or the exact
+        O(N L²) transforms of :class:`meanfield.sphere.LowDegreeS2` (Chebyshev polynomials in z
+        times powers of x_1 + i x_2; round-off only, the same bits on any number of threads).
+        ``"auto"`` takes the exact ones when L <= :data:`S2_DIRECT_MAX_LMAX` and
+        N <= :data:`S2_DIRECT_MAX_POINTS` (the faster one measured on 2 cores).
 
     Attributes
     ----------
@@ -179,7 +198,10 @@ class SpectralAttention:
         Degree for the worst case g_min = e^{-2 abs(β)} (the most any call uses), or the fixed degree.
     tol, beta, d, nthreads, epsilon
     last_lmax, last_epsilon : int, float
-        Degree and transform accuracy used by the latest call.
+        Degree and transform accuracy used by the latest call (the exact backends ask for no
+        accuracy and make only round-off; ε still enters :attr:`predicted_error`).
+    last_backend : str
+        ``"nufft"`` or ``"direct"``: the transforms of the latest call.
     predicted_error : float
         Error bound (truncation + transform estimate, + round-off for β < 0) for the worst case
         g_min = e^{-2 abs(β)}.
@@ -200,7 +222,8 @@ class SpectralAttention:
     """
 
     def __init__(self, d: int, beta: float, tol: float = 1e-10, lmax: int | None = None,
-                 nthreads: int | None = None, *, epsilon: float | None = None, s1_backend: str = "auto"):
+                 nthreads: int | None = None, *, epsilon: float | None = None, s1_backend: str = "auto",
+                 s2_backend: str = "auto"):
         self.d = as_int(d, "d", min_value=2)
         if self.d not in (2, 3):
             raise ValueError(f"the spectral attention evaluator needs d = 2 or 3 (S^1 or S^2), got d = {self.d}; use method='direct'")
@@ -211,6 +234,10 @@ class SpectralAttention:
         if s1_backend not in ("auto", "nufft", "direct"):
             raise ValueError(f"s1_backend must be 'auto', 'nufft' or 'direct', got {s1_backend!r}")
         self.s1_backend = s1_backend
+        if s2_backend not in ("auto", "nufft", "direct"):
+            raise ValueError(f"s2_backend must be 'auto', 'nufft' or 'direct', got {s2_backend!r}")
+        self.s2_backend = s2_backend
+        self.last_backend = "nufft"
         self._fixed_eps = None if epsilon is None else as_float(epsilon, "epsilon", min_value=DUCC_EPS_MIN, max_value=0.1)
         self._fixed_lmax = None if lmax is None else as_int(lmax, "lmax", min_value=0, max_value=_DEGREE_CAP)
         self._tails()
@@ -221,6 +248,9 @@ class SpectralAttention:
                 f"the direct sum (attention='direct' in solve_particles, method='direct' in select_velocity, "
                 f"exact for either sign of beta) or tol >= {2 * self._roundoff():.2g}")
         self.lmax, self.epsilon, self.predicted_error = self._plan(self._gmin(0.0))
+        if self.d == 3 and s2_backend == "direct" and self.lmax > LOW_DEGREE_MAX_LMAX:
+            raise ValueError(f"s2_backend='direct' evaluates degrees <= {LOW_DEGREE_MAX_LMAX} exactly; beta = {self.beta:g} "
+                             f"with tol = {self.tol:g} can need degree {self.lmax}: use s2_backend='auto' or 'nufft'")
         self.last_lmax = self.lmax
         self.last_epsilon = self.epsilon
 
@@ -351,6 +381,15 @@ class SpectralAttention:
         return cached
 
     def _velocity_s2(self, x, w, L, lam, eps):
+        backend = self.s2_backend
+        if backend == "auto":
+            backend = "direct" if L <= S2_DIRECT_MAX_LMAX and x.shape[0] <= S2_DIRECT_MAX_POINTS else "nufft"
+        self.last_backend = backend
+        if backend == "direct":
+            tr = low_degree_s2(L)
+            alm, tables = tr.adjoint(x, w, keep=True)
+            alm *= lam[tr.ell]
+            return tr.log_gradient(alm, x, self.beta, tables=tables)  # ∇g / (β g)
         # angles shared with the other transforms at these points (e.g. the noise field of the same step)
         pts = s2_points(x)
         loc = pts.loc
@@ -365,6 +404,7 @@ class SpectralAttention:
         backend = self.s1_backend
         if backend == "auto":
             backend = "direct" if x.shape[0] * (L + 1) <= S1_DIRECT_MAX_WORK else "nufft"
+        self.last_backend = backend
         if backend == "direct":
             z = x[:, 0] + 1j * x[:, 1]
             z /= np.abs(z)  # exactly e^{iθ}: inputs are unit only to 1e-8, and powers amplify |z| - 1

@@ -126,6 +126,37 @@ def test_s1_backends_agree_with_direct_sum(backend, beta):
     assert np.abs(v - ref).max() <= 1e-10 * np.abs(ref).max()
 
 
+@pytest.mark.parametrize("backend", ["nufft", "direct"])
+@pytest.mark.parametrize("kind", ["uniform", "clustered"])
+@pytest.mark.parametrize("beta", [0.1, 1.0, 3.0])
+def test_s2_backends_agree_with_direct_sum(backend, kind, beta):
+    rng = np.random.default_rng(30 + int(10 * beta))
+    x = cloud(kind, 3, 2500, rng)
+    w = rng.random(2500) ** 2
+    ref = attention_velocity(x, beta, weights=w)
+    sa = SpectralAttention(3, beta, tol=1e-10, s2_backend=backend)
+    v = sa.velocity(x, w)
+    assert sa.last_backend == backend
+    assert np.abs(v - ref).max() <= 1e-10 * np.abs(ref).max()
+
+
+def test_s2_auto_backend_follows_degree_and_size():
+    from meanfield.attention_spectral import S2_DIRECT_MAX_LMAX, S2_DIRECT_MAX_POINTS
+
+    rng = np.random.default_rng(31)
+    x = cloud("uniform", 3, 2000, rng)
+    for beta in (0.1, 1.0, 3.0):
+        sa = SpectralAttention(3, beta, tol=1e-10)
+        sa.velocity(x)
+        assert sa.last_backend == ("direct" if sa.last_lmax <= S2_DIRECT_MAX_LMAX else "nufft")
+    assert S2_DIRECT_MAX_POINTS < 300_000
+    sa = SpectralAttention(3, 0.1, tol=1e-6)
+    sa.velocity(cloud("uniform", 3, 300_000, rng), check=False)
+    assert sa.last_lmax <= S2_DIRECT_MAX_LMAX and sa.last_backend == "nufft"
+    with pytest.raises(ValueError, match="s2_backend"):
+        SpectralAttention(3, 40.0, tol=1e-10, s2_backend="direct")  # needs a degree beyond the exact transforms
+
+
 def test_s1_power_sum_is_insensitive_to_near_unit_norms():
     """Inputs are unit only to 1e-8; the power sum must not amplify |x| - 1 through z^k."""
     rng = np.random.default_rng(21)
@@ -319,6 +350,8 @@ def test_bad_input():
         SpectralAttention(3, 1.0, epsilon=1e-15)
     with pytest.raises(ValueError, match="s1_backend"):
         SpectralAttention(2, 1.0, s1_backend="fft")
+    with pytest.raises(ValueError, match="s2_backend"):
+        SpectralAttention(3, 1.0, s2_backend="exact")
     with pytest.raises(ValueError, match="method"):
         select_velocity("fast", 3, 1.0)
     with pytest.raises(ValueError, match="beta"):

@@ -6,7 +6,8 @@ sphere, a harmonic :class:`Basis` that owns the degree, the coefficient layout, 
 transforms and the quadrature :class:`Grid` (:func:`basis` picks it from the dimension).
 Low-degree fields are evaluated at points exactly as homogeneous polynomials
 (:class:`HomogeneousForm`, :attr:`Basis.polynomial`) wherever that is cheaper than the
-basis' transforms.
+basis' transforms; on S^2, :class:`LowDegreeS2` gives the exact adjoint and synthesis (with
+gradients) of low-degree fields in ducc0's coefficient packing.
 """
 
 from ._geometry import angles_to_cart, cart_to_angles, project, sample_uniform, sphere_area, tangent_frame, tangent_project
@@ -28,6 +29,7 @@ from ._hyper import (
 from ._charts import CellChart, CircleChart, HypersphericalChart, cell_chart
 from ._s2 import alm_index, alm_to_real, n_alm, real_to_alm
 from ._polynomial import HomogeneousForm, homogeneous_exponents
+from ._s2_exact import LowDegreeS2, low_degree_s2
 from ._zonal import harmonic_dimension, legendre_d, zonal, zonal_derivative
 from .basis import Basis, Grid, basis, check_dimension, has_basis, register_basis, supported_dimensions
 from ._circle import CircleBasis, CircleGrid
@@ -62,6 +64,8 @@ __all__ = [
     "monomials",
     "homogeneous_exponents",
     "HomogeneousForm",
+    "LowDegreeS2",
+    "low_degree_s2",
     "CellChart",
     "CircleChart",
     "HypersphericalChart",

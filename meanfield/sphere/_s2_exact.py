@@ -1,0 +1,366 @@
+"""Exact point transforms of low-degree fields on S^2: Chebyshev polynomials in z times powers of x_1 + i x_2.
+
+On the unit sphere the complex harmonic of ducc0 and :func:`~meanfield.sphere._s2.real_basis_s2`
+(Condon–Shortley phase) factors as
+
+    Y_l^m(x) = q_lm(x_3) C^m,   C = x_1 + i x_2,   q_lm a polynomial of degree l - m,
+
+because sin^m θ e^{imφ} = C^m. Writing q_lm(z) = Σ_k A^m_{lk} T_k(z) in Chebyshev polynomials
+(a well-conditioned change of basis, built once per degree by the three-term recursion in
+coefficient space), the (L + 1)² functions
+
+    T_k(x_3) Re C^m,  T_k(x_3) Im C^m  (m > 0),   k + m <= L,
+
+span the fields of degree <= L on the sphere (a non-orthogonal basis, the "features"). A field in
+ducc0's packing, f = Σ_l a_l0 Y_l0 + 2 Re Σ_{m>0} a_lm Y_lm, is f = Re Σ_{m,k} D_mk T_k C^m with
+D_mk = Σ_l c_lm A^m_{lk} (c_l0 = a_l0, c_lm = 2 a_lm), and the adjoint (the empirical
+coefficients of μ = Σ_j w_j δ_{x_j}) is
+
+    μ_lm = Σ_j w_j conj(Y_lm(x_j)) = Σ_k A^m_{lk} Σ_j w_j T_k(z_j) conj(C_j^m),
+
+a fixed linear map of the feature moments Σ_j w_j F(x_j). The surface gradient is P_x ∇F of
+the polynomial extension F(x) = Re Σ D_mk T_k(x_3) C^m, whose partial derivatives are fields of
+the same features:
+
+    ∂_1 F = Re Σ m D_mk T_k C^{m-1},   ∂_2 F = -Im Σ m D_mk T_k C^{m-1},
+    ∂_3 F = Re Σ D'_mk T_k C^m  (D' the Chebyshev derivative in k).
+
+Per point: T_k and C^m by three-term recurrences (C^m = 2 x_1 C^{m-1} - (x_1² + x_2²) C^{m-2}),
+one product per feature; no transcendental call, no angle, no pole. The rest is products of
+small matrices with the (L + 1)² x B feature table of a block of B points. The cost is
+O(N L²) against O(N w² + L² log L) for the non-uniform transforms (w ~ 8 at ε = 1e-6): the
+cheaper at the small degrees of the attention kernel for small β, exact to round-off (relative
+to Σ |a_lm|: 3e-16 at L = 10, 3e-15 at L = 16, 2e-14 at L = 20, where the Chebyshev
+coefficients of q_lm start to cancel). It runs on one thread, in blocks of points: its array
+operations take a few microseconds each, and two threads contending for the interpreter lock
+were slower than one (the tables of 10^5 points: 5.9 against 4.8 ms, measured on 2 cores), so
+its results do not depend on the thread setting either.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import threading
+
+import numpy as np
+
+from ._s2 import n_alm
+
+__all__ = ["LowDegreeS2", "low_degree_s2"]
+
+#: Points per block (a block's feature table and products stay in the L2 cache) at L <= 7.
+_BLOCK = 4096
+#: Largest degree accepted: beyond it the Chebyshev coefficients of q_lm cancel (relative error of
+#: the values 2e-14 at L = 20, 1e-9 at L = 30, measured against the recursion of real_basis_s2).
+MAX_LMAX = 20
+#: Largest feature table kept between the adjoint and the synthesis of the same points (bytes).
+_KEEP_BYTES = 32 << 20
+
+
+@functools.lru_cache(maxsize=32)
+def low_degree_s2(lmax: int) -> "LowDegreeS2":
+    """The (cached) :class:`LowDegreeS2` of degree ``lmax``."""
+    return LowDegreeS2(lmax)
+
+
+def _points(x) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim != 2 or x.shape[1] != 3:
+        raise ValueError(f"x must be points of S^2 with shape (N, 3), got {x.shape}")
+    return x
+
+
+def _mulx(c: np.ndarray) -> np.ndarray:
+    """Chebyshev coefficients of z f(z) from those of f (degree < len(c) - 1)."""
+    out = np.zeros_like(c)
+    if c.size > 1:
+        out[1] += c[0]  # z T_0 = T_1
+        out[2:] += 0.5 * c[1:-1]  # z T_k = (T_{k+1} + T_{k-1}) / 2
+        out[:-1] += 0.5 * c[1:]
+    return out
+
+
+def _chebder(D: np.ndarray) -> np.ndarray:
+    """Chebyshev coefficients (same length, last axis) of the derivative of Σ_k D_k T_k."""
+    n = D.shape[-1]
+    out = np.zeros_like(D)
+    # T_k' = 2k Σ_{j < k, k - j odd} T_j / (1 + [j = 0]): backward recurrence d_{k-1} = d_{k+1} + 2k D_k
+    for k in range(n - 1, 0, -1):
+        out[..., k - 1] = 2 * k * D[..., k] + (out[..., k + 1] if k + 1 < n else 0.0)
+    out[..., 0] *= 0.5
+    return out
+
+
+class LowDegreeS2:
+    """Adjoint and synthesis (with surface gradient) of fields of degree <= ``lmax`` at points of S^2, exactly.
+
+    Coefficients are complex, in ducc0/healpy packing (:func:`~meanfield.sphere.n_alm` of them),
+    as for ``ducc0.sht.experimental.synthesis_general`` and its adjoint; points are nonzero
+    vectors (N, 3), read as their directions. See the module for the formulas.
+
+    Parameters
+    ----------
+    lmax : int, 0 <= lmax <= 20
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> t = LowDegreeS2(1)
+    >>> x = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])
+    >>> a = t.adjoint(x[:1], np.ones(1))           # conj(Y_lm) at the north pole
+    >>> bool(np.allclose(a, [1 / np.sqrt(4 * np.pi), np.sqrt(3 / (4 * np.pi)), 0.0]))
+    True
+    >>> vals, grads = t.synthesis(np.array([[0.0, 1.0, 0.0]]), x)   # Y_10 = sqrt(3/4π) z
+    >>> bool(np.allclose(vals, [[np.sqrt(3 / (4 * np.pi)), 0.0]]))
+    True
+    >>> bool(np.allclose(grads[0, 1], [0.0, 0.0, np.sqrt(3 / (4 * np.pi))]))   # -sqrt(3/4π) e_θ at the equator
+    True
+    """
+
+    def __init__(self, lmax: int):
+        L = int(lmax)
+        if not 0 <= L <= MAX_LMAX:
+            raise ValueError(f"lmax must be in [0, {MAX_LMAX}] (the exact low-degree transforms lose accuracy "
+                             f"beyond), got {lmax}")
+        self.lmax = L
+        self.n_features = (L + 1) ** 2
+        m_of = np.concatenate([np.full(L + 1 - m, m) for m in range(L + 1)])
+        self.ell = np.concatenate([np.arange(m, L + 1) for m in range(L + 1)])
+        # row p of A: Chebyshev coefficients in z of q_lm, (l, m) in ducc0 packing (m-major)
+        A = np.zeros((n_alm(L), L + 1))
+        p = 0
+        qmm = 1.0 / math.sqrt(4 * math.pi)
+        for m in range(L + 1):
+            if m:
+                qmm *= -math.sqrt((2 * m + 1) / (2 * m))
+            A[p, 0] = qmm
+            for ell in range(m + 1, L + 1):
+                a = math.sqrt((4.0 * ell * ell - 1) / (ell * ell - m * m))
+                row = _mulx(A[p + ell - m - 1])
+                if ell - 2 >= m:
+                    b = math.sqrt(((ell - 1.0) ** 2 - m * m) / (4.0 * (ell - 1) ** 2 - 1))
+                    row -= b * A[p + ell - m - 2]
+                A[p + ell - m] = a * row
+            p += L + 1 - m
+        self._A, self._m = A, m_of
+        self._twice = np.where(m_of > 0, 2.0, 1.0)
+        # features: for k = 0..L the rows T_k · [Re C^0, Re C^1, Im C^1, ..., Re C^{L-k}, Im C^{L-k}]
+        self._offset = np.concatenate([[0], np.cumsum([2 * (L - k) + 1 for k in range(L + 1)])])
+        pm, pk = [a.ravel() for a in np.meshgrid(np.arange(L + 1), np.arange(L + 1), indexing="ij")]
+        keep = pm + pk <= L
+        self._pm, self._pk = pm[keep], pk[keep]
+        self._f_re = self._offset[self._pk] + np.maximum(2 * self._pm - 1, 0)
+        self._f_im = self._offset[self._pk] + 2 * self._pm  # meaningful for m > 0
+        self._pos = self._pm > 0
+        # the adjoint as a map of the feature moments: μ_lm = Σ_k A^m_lk (M_{k,m,re} - i M_{k,m,im})
+        amap = np.zeros((n_alm(L), self.n_features), dtype=np.complex128)
+        rows = np.arange(n_alm(L))
+        for k in range(L + 1):
+            ok = m_of + k <= L
+            f_re = self._offset[k] + np.maximum(2 * m_of - 1, 0)
+            amap[rows[ok], f_re[ok]] += A[ok, k]
+            okm = ok & (m_of > 0)
+            amap[rows[okm], (self._offset[k] + 2 * m_of)[okm]] += -1j * A[okm, k]
+        self._amap = amap
+        # the synthesis' feature table has (L + 1)² rows, the adjoint's tables 3L + 5
+        self.block = _BLOCK if L <= 7 else max(512, _BLOCK * 64 // (L + 1) ** 2)
+        self.adjoint_block = 2 * self.block if L <= 5 else self.block
+        self._local = threading.local()
+
+    def __repr__(self) -> str:
+        return f"LowDegreeS2(lmax={self.lmax})"
+
+    # -- per-point features --------------------------------------------------------------------
+    def _work(self, name: str, shape: tuple) -> np.ndarray:
+        # arrays of a few hundred kB kept between calls: fresh ones are mapped and page-faulted by
+        # the allocator every time (see meanfield.sphere._polynomial)
+        buf = getattr(self._local, name, None)
+        size = math.prod(shape)
+        if buf is None or buf.size < size:
+            buf = np.empty(size)
+            setattr(self._local, name, buf)
+        return buf[:size].reshape(shape)
+
+    def _tables(self, x: np.ndarray, s: int, e: int, tab: np.ndarray) -> None:
+        """Rows of ``tab`` (3L + 5, B) for the points s:e: directions u (3), T_k(u_3) (L + 1) and
+        [Re C^0, Re C^1, Im C^1, ..., Re C^L, Im C^L] (2L + 1), C = u_1 + i u_2."""
+        L = self.lmax
+        B = e - s
+        u, T, C = tab[:3], tab[3 : L + 4], tab[L + 4 :]
+        u[:] = x[s:e].T
+        r = self._work("r", (B,))
+        np.sqrt(np.einsum("ij,ij->j", u, u, out=r), out=r)
+        np.divide(1.0, r, out=r)
+        u *= r  # the extension is a polynomial: it is evaluated on the sphere itself
+        x1, x2, z = u
+        T[0] = 1.0
+        C[0] = 1.0
+        if L == 0:
+            return
+        T[1] = z
+        C[1] = x1
+        C[2] = x2
+        if L == 1:
+            return
+        np.multiply(x1, x1, out=C[3])
+        np.multiply(x2, x2, out=r)
+        C[3] -= r
+        np.multiply(x1, x2, out=C[4])
+        C[4] *= 2.0
+        r += x1 * x1  # r² = x_1² + x_2²
+        x12 = np.add(x1, x1, out=self._work("x12", (B,)))
+        tmp = self._work("tmp", (2, B))
+        for m in range(3, L + 1):  # (Re, Im) C^m = 2 x_1 C^{m-1} - r² C^{m-2}
+            np.multiply(C[2 * m - 3 : 2 * m - 1], x12, out=C[2 * m - 1 : 2 * m + 1])
+            np.multiply(C[2 * m - 5 : 2 * m - 3], r, out=tmp)
+            C[2 * m - 1 : 2 * m + 1] -= tmp
+        z2 = np.add(z, z, out=x12)
+        for k in range(2, L + 1):  # T_k = 2 z T_{k-1} - T_{k-2}
+            np.multiply(T[k - 1], z2, out=T[k])
+            T[k] -= T[k - 2]
+
+    def _features(self, tab: np.ndarray, F: np.ndarray) -> None:
+        """The feature table F ((L+1)², B): rows T_k · [Re C^0, ..., Im C^{L-k}] for k = 0..L."""
+        L = self.lmax
+        T, C = tab[3 : L + 4], tab[L + 4 :]
+        F[: 2 * L + 1] = C
+        for k in range(1, L + 1):
+            a, n = self._offset[k], 2 * (L - k) + 1
+            np.multiply(C[:n], T[k], out=F[a : a + n])
+
+    # -- transforms ----------------------------------------------------------------------------
+    def adjoint(self, x: np.ndarray, w: np.ndarray, *, keep: bool = False):
+        """μ_lm = Σ_j w_j conj(Y_lm(x_j)), shape (n_alm(lmax),) complex (ducc0 packing).
+
+        ``x`` (N, 3) nonzero vectors (read as directions), ``w`` (N,) real weights. With ``keep``
+        the per-point tables are also returned, for :meth:`synthesis` at the same points while
+        nothing else calls this object in this thread (None when they would exceed 32 MiB).
+        """
+        x = _points(x)
+        w = np.asarray(w, dtype=np.float64)
+        if w.shape != (x.shape[0],):
+            raise ValueError(f"w must have shape ({x.shape[0]},) like the points, got {w.shape}")
+        n, L, blk = x.shape[0], self.lmax, self.adjoint_block
+        nb = -(-n // blk)
+        rows = 3 * L + 5
+        # M_kc = Σ_j w_j T_k(z_j) C-row c, per block; added in block order
+        part = np.zeros((nb, L + 1, 2 * L + 1))
+        store = None
+        if keep and rows * n * 8 <= _KEEP_BYTES:
+            store = self._work("store", (rows, n))
+        for i in range(nb):
+            s, e = i * blk, min(n, (i + 1) * blk)
+            tab = store[:, s:e] if store is not None else self._work("tab", (rows, e - s))
+            self._tables(x, s, e, tab)
+            Tw = np.multiply(tab[3 : L + 4], w[s:e], out=self._work("Tw", (L + 1, e - s)))
+            np.matmul(Tw, tab[L + 4 :].T, out=part[i])
+        M = part.sum(axis=0)
+        mom = np.empty(self.n_features)
+        for k in range(L + 1):
+            a, m = self._offset[k], 2 * (L - k) + 1
+            mom[a : a + m] = M[k, :m]
+        mu = self._amap @ mom
+        return (mu, (n, store)) if keep else mu
+
+    def _weights(self, alm: np.ndarray, grad: bool) -> np.ndarray:
+        """W (K nq, (L+1)²): field K and quantity (f, ∂_1 F, ∂_2 F, ∂_3 F) as weights of the features."""
+        L = self.lmax
+        K = alm.shape[0]
+        D = np.zeros((K, L + 1, L + 1), dtype=np.complex128)  # [field, m, k]
+        np.add.at(D, (slice(None), self._m), (alm * self._twice)[:, :, None] * self._A[None])
+        nq = 4 if grad else 1
+        W = np.zeros((K, nq, self.n_features))
+        pm, pk, pos = self._pm, self._pk, self._pos
+
+        def put(q: int, E: np.ndarray, imag: bool = False, sign: float = 1.0) -> None:
+            # Re Σ E_mk T_k C^m (imag: Im Σ ...) as feature weights; E: (K, L+1, L+1) [m, k]
+            e = E[:, pm, pk]
+            if imag:  # Im(E C^m) = Im E Re C^m + Re E Im C^m
+                W[:, q, self._f_re] += sign * e.imag
+                W[:, q, self._f_im[pos]] += sign * e.real[:, pos]
+            else:  # Re(E C^m) = Re E Re C^m - Im E Im C^m
+                W[:, q, self._f_re] += sign * e.real
+                W[:, q, self._f_im[pos]] -= sign * e.imag[:, pos]
+
+        put(0, D)
+        if grad:
+            mD = np.zeros_like(D)  # coefficient of C^{m'} in Σ m D_mk C^{m-1}: (m' + 1) D_{m'+1}
+            mD[:, :L] = D[:, 1:] * np.arange(1, L + 1)[None, :, None]
+            put(1, mD)
+            put(2, mD, imag=True, sign=-1.0)
+            put(3, _chebder(D))
+        return W.reshape(K * nq, self.n_features)
+
+    def _synth(self, alm, x, grad: bool, tables, emit) -> None:
+        if alm.shape[1] != n_alm(self.lmax):
+            raise ValueError(f"alm must have n_alm({self.lmax}) = {n_alm(self.lmax)} coefficients per field, "
+                             f"got shape {alm.shape}")
+        n = x.shape[0]
+        nf = self.n_features
+        W = self._weights(alm, grad)
+        store = None
+        if tables is not None:
+            if tables[0] != n:
+                raise ValueError(f"tables are for {tables[0]} points, got {n}")
+            store = tables[1]
+
+        blk, rows = self.block, 3 * self.lmax + 5
+        for s in range(0, n, blk):
+            e = min(n, s + blk)
+            if store is not None:
+                tab = store[:, s:e]
+            else:
+                tab = self._work("tab", (rows, e - s))
+                self._tables(x, s, e, tab)
+            F = self._work("F", (nf, e - s))
+            self._features(tab, F)
+            acc = np.matmul(W, F, out=self._work("acc", (W.shape[0], e - s)))
+            emit(s, e, acc, tab[:3])
+
+    def synthesis(self, alm: np.ndarray, x: np.ndarray, *, grad: bool = True, tables=None):
+        """Values (K, N) and, with ``grad``, surface gradients (K, N, 3) of K fields at the directions of x.
+
+        ``alm`` (K, n_alm(lmax)) complex, ducc0 packing; ``tables``: what :meth:`adjoint` returned
+        with ``keep`` for the same ``x`` (else the features are formed again).
+        """
+        x = _points(x)
+        alm = np.atleast_2d(np.asarray(alm, dtype=np.complex128))
+        K = alm.shape[0]
+        n = x.shape[0]
+        vals = np.empty((K, n))
+        grads = np.empty((K, 3, n)) if grad else None
+
+        def emit(s, e, acc, u):
+            acc = acc.reshape(K, -1, e - s)
+            vals[:, s:e] = acc[:, 0]
+            if grad:
+                g = grads[:, :, s:e]
+                g[:] = acc[:, 1:]
+                g -= np.einsum("kin,in->kn", g, u)[:, None, :] * u[None]
+
+        self._synth(alm, x, grad, tables, emit)
+        return vals, (np.transpose(grads, (0, 2, 1)) if grad else None)
+
+    def log_gradient(self, alm: np.ndarray, x: np.ndarray, factor: float = 1.0, *, tables=None) -> np.ndarray:
+        """∇f / (c f) at the directions of x, shape (N, 3), for one field f (``alm`` (n_alm,)) and c = ``factor``.
+
+        The surface gradient of log f divided by c (the attention velocity ∇g / (β g)), without
+        the intermediate (N,) and (N, 3) arrays of :meth:`synthesis`.
+        """
+        x = _points(x)
+        alm = np.asarray(alm, dtype=np.complex128)
+        if alm.ndim != 1:
+            raise ValueError(f"alm must be the coefficients of one field, shape (n_alm,), got {alm.shape}")
+        out = np.empty((x.shape[0], 3))
+
+        def emit(s, e, acc, u):
+            f, g = acc[0], acc[1:]
+            inv = np.multiply(f, factor, out=self._work("inv", (e - s,)))
+            np.divide(1.0, inv, out=inv)
+            g -= np.einsum("in,in->n", g, u) * u
+            g *= inv
+            out[s:e] = g.T
+
+        self._synth(alm[None], x, True, tables, emit)
+        return out

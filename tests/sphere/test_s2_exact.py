@@ -1,0 +1,123 @@
+"""The exact low-degree point transforms on S^2 against independent evaluations."""
+
+import numpy as np
+import pytest
+
+from meanfield.sphere import LowDegreeS2, alm_to_real, n_alm, real_to_alm
+from meanfield.sphere._s2 import real_basis_s2
+from meanfield.sphere._s2_exact import MAX_LMAX, _chebder
+from meanfield.sphere._polynomial import HomogeneousForm
+from meanfield.sphere import basis
+
+EPS = np.finfo(float).eps
+
+
+def _cloud(rng, n):
+    x = rng.normal(size=(n, 3))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    x[:4] = [[0, 0, 1], [0, 0, -1], [1, 0, 0], [0, -1, 0]]  # poles and the equator
+    return x
+
+
+def _alm(rng, K, L):
+    a = rng.normal(size=(K, n_alm(L))) + 1j * rng.normal(size=(K, n_alm(L)))
+    a[:, : L + 1] = a[:, : L + 1].real  # m = 0 coefficients of a real field
+    return a
+
+
+def test_chebyshev_derivative_matches_numpy():
+    D = np.random.default_rng(0).normal(size=(2, 3, 8))
+    ref = np.polynomial.chebyshev.chebder(D, axis=-1)
+    out = _chebder(D)
+    assert np.abs(out[..., :7] - ref).max() < 1e-13 and np.all(out[..., 7] == 0)
+
+
+@pytest.mark.parametrize("L", [0, 1, 2, 5, 7, 10, 16])
+def test_adjoint_is_the_real_basis_sum(L):
+    # μ_lm = Σ_j w_j conj(Y_lm(x_j)) = real_to_alm(Σ_j w_j R(x_j)) with the recursion in l of real_basis_s2
+    rng = np.random.default_rng(L)
+    x = _cloud(rng, 9000)  # three blocks of points
+    w = rng.random(9000)
+    ref = real_to_alm(w @ real_basis_s2(L, x), L)
+    mu = LowDegreeS2(L).adjoint(x, w)
+    # both sums are exact up to rounding; measured max |Δμ| / (u Σ w) = 0.5-3.9 for L <= 16 (20 at L = 20)
+    assert np.abs(mu - ref).max() <= 16 * EPS * w.sum()
+
+
+@pytest.mark.parametrize("L", [1, 4, 8, 12, 16])
+def test_values_are_the_real_basis_expansion(L):
+    rng = np.random.default_rng(100 + L)
+    x = _cloud(rng, 5000)
+    a = _alm(rng, 3, L)
+    vals, grads = LowDegreeS2(L).synthesis(a, x, grad=False)
+    assert grads is None and vals.shape == (3, 5000)
+    b = alm_to_real(a, L)
+    ref = b @ real_basis_s2(L, x).T
+    # relative to Σ |b| (the scale of ducc0's accuracy): measured 0.5-2.5 u for L <= 10, 19.5 u at L = 16
+    assert np.abs(vals - ref).max() <= 64 * EPS * np.abs(b).sum(axis=1).max()
+
+
+@pytest.mark.parametrize("L", [1, 3, 6, 9])
+def test_gradients_match_the_homogeneous_form(L):
+    # an independent exact method: monomial coefficients solved from the real basis
+    rng = np.random.default_rng(200 + L)
+    x = _cloud(rng, 3000)
+    a = _alm(rng, 2, L)
+    vals, grads = LowDegreeS2(L).synthesis(a, x)
+    form = HomogeneousForm.from_basis(basis(3, L))
+    rv, rg = form.synth_rows(alm_to_real(a, L), x)
+    # in units of u Σ |b| (values) and u Σ |b| (L + 1) (gradients, |∇Y_l| ~ l |Y_l|), measured at
+    # L = 1-9: values 0.9-8.1, gradients 0.7-2.0, radial part of the gradients 0.3-0.5
+    scale = EPS * np.abs(alm_to_real(a, L)).sum(axis=1).max()
+    assert np.abs(vals - rv).max() <= 32 * scale
+    assert np.abs(grads - rg).max() <= 8 * scale * (L + 1)
+    assert np.abs(np.einsum("knd,nd->kn", grads, x)).max() <= 4 * scale * (L + 1)  # tangent
+
+
+def test_adjoint_is_the_transpose_of_the_synthesis():
+    # Σ_j w_j f(x_j) = Σ_l a_l0 μ_l0 + 2 Re Σ_{m>0} a_lm conj(μ_lm)
+    rng = np.random.default_rng(3)
+    L = 7
+    x, w, a = _cloud(rng, 700), rng.normal(size=700), _alm(rng, 1, L)[0]
+    t = LowDegreeS2(L)
+    lhs = w @ t.synthesis(a, x, grad=False)[0][0]
+    mu = t.adjoint(x, w)
+    twice = np.where(np.concatenate([np.full(L + 1 - m, m) for m in range(L + 1)]) > 0, 2.0, 1.0)
+    rhs = np.real(np.sum(twice * a * np.conj(mu)))
+    assert abs(lhs - rhs) <= 1e-12 * np.abs(w).sum() * np.abs(a).sum()
+
+
+def test_points_are_read_as_directions_and_tables_reused():
+    rng = np.random.default_rng(4)
+    L = 6
+    x = _cloud(rng, 10000)
+    scaled = x * rng.uniform(0.5, 3.0, size=(10000, 1))
+    t = LowDegreeS2(L)
+    w = rng.random(10000)
+    mu, tables = t.adjoint(x, w, keep=True)
+    assert tables is not None
+    np.testing.assert_allclose(t.adjoint(scaled, w), mu, rtol=0, atol=1e-14 * w.sum())
+    a = _alm(rng, 1, L)[0]
+    fresh = t.log_gradient(a, x, 0.5)
+    assert np.array_equal(t.log_gradient(a, x, 0.5, tables=tables), fresh)  # same numbers from kept tables
+    vals, grads = t.synthesis(a[None], x, tables=tables)
+    np.testing.assert_allclose(fresh, grads[0] / (0.5 * vals[0])[:, None], rtol=1e-13, atol=0)
+    np.testing.assert_allclose(t.synthesis(a[None], scaled)[1], grads, rtol=0, atol=1e-12 * np.abs(a).sum())
+
+
+def test_bad_input_is_refused():
+    with pytest.raises(ValueError, match="lmax"):
+        LowDegreeS2(-1)
+    with pytest.raises(ValueError, match="lmax"):
+        LowDegreeS2(MAX_LMAX + 1)
+    t = LowDegreeS2(3)
+    x = _cloud(np.random.default_rng(5), 10)
+    with pytest.raises(ValueError, match="x"):
+        t.adjoint(x[:, :2], np.ones(10))
+    with pytest.raises(ValueError, match="w"):
+        t.adjoint(x, np.ones(9))
+    with pytest.raises(ValueError, match="alm"):
+        t.synthesis(np.ones((1, 5), dtype=complex), x)
+    _, tables = t.adjoint(x, np.ones(10), keep=True)
+    with pytest.raises(ValueError, match="tables"):
+        t.log_gradient(np.ones(n_alm(3), dtype=complex), x[:5], tables=tables)
