@@ -4,6 +4,7 @@ Run from the repository root:
 
     python benchmarks/bench_attention.py            # full run, writes benchmarks/results_attention.md
     python benchmarks/bench_attention.py --quick    # small sizes only (smoke test)
+    python benchmarks/bench_attention.py --section s2-backends   # that section only, replaced in the file
 
 Method
 ------
@@ -311,6 +312,55 @@ def s1_backend_section(quick: bool, nthreads: int, tol: float) -> list[str]:
     return lines
 
 
+def s2_backend_section(quick: bool) -> list[str]:
+    """S^2: ducc0's non-uniform transforms against the exact low-degree ones, in one process, alternating."""
+    from meanfield.attention_spectral import S2_DIRECT_MAX_LMAX, S2_DIRECT_MAX_POINTS, SpectralAttention
+
+    ns = [2 * 10**3, 10**4, 2 * 10**4, 5 * 10**4, 10**5] if not quick else [2 * 10**3, 10**4]
+    lines = ["## S^2 spectral backends (best of 9 alternating calls, ms)", "",
+             "Uniform tokens; both evaluators built once, then called alternately (the ratio's median over the "
+             f"9 pairs is given too). ``s2_backend=\"auto\"`` takes the exact transforms for L <= {S2_DIRECT_MAX_LMAX} "
+             f"and N <= {S2_DIRECT_MAX_POINTS:,}.", "",
+             "| β | tol | L | N | NUFFT (ducc0) | exact O(N L²) | NUFFT / exact, best | median |", "|---|---|---|---|---|---|---|---|"]
+    rng = np.random.default_rng(12)
+    for beta, tol in ((0.1, 1e-6), (0.1, 1e-10), (1.0, 1e-6)):
+        for n in ns:
+            x = rng.normal(size=(n, 3))
+            x /= np.linalg.norm(x, axis=1, keepdims=True)
+            ev = {b: SpectralAttention(3, beta, tol, s2_backend=b) for b in ("nufft", "direct")}
+            t = {b: [] for b in ev}
+            for e in ev.values():
+                e.velocity(x, check=False)
+            for _ in range(9):
+                for b, e in ev.items():
+                    t0 = time.perf_counter()
+                    e.velocity(x, check=False)
+                    t[b].append(time.perf_counter() - t0)
+            r = np.array(t["nufft"]) / np.array(t["direct"])
+            lines.append(f"| {beta:g} | {tol:g} | {ev['direct'].last_lmax} | {n:,} | {min(t['nufft']) * 1e3:.2f} | "
+                         f"{min(t['direct']) * 1e3:.2f} | {min(t['nufft']) / min(t['direct']):.2f} | {np.median(r):.2f} |")
+            print(lines[-1], flush=True)
+    load = os.getloadavg()
+    lines += ["", f"(load average at the end of this section: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f})", ""]
+    return lines
+
+
+def _replace_section(path: str, lines: list[str]) -> None:
+    """Put the section ``lines`` (starting with its "## " title) into the file at ``path``, replacing
+    the section of that title, else before "## SPDE step"."""
+    with open(path) as f:
+        text = f.read().split("\n")
+    title = lines[0]
+    heads = [i for i, t in enumerate(text) if t.startswith("## ")]
+    if title in text:
+        a = text.index(title)
+        b = next((i for i in heads if i > a), len(text))
+    else:
+        a = b = next(i for i in heads if text[i].startswith("## SPDE step"))
+    with open(path, "w") as f:
+        f.write("\n".join(text[:a] + lines + text[b:]))
+
+
 def spde_section(quick: bool, nthreads: int) -> list[str]:
     import ducc0
 
@@ -483,9 +533,16 @@ def main() -> None:
     ap.add_argument("--tol", type=float, default=1e-10)
     ap.add_argument("--nthreads", type=int, default=None)
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results_attention.md"))
+    ap.add_argument("--section", choices=["s2-backends"],
+                    help="run this section only and replace it in --out (which must exist)")
     args = ap.parse_args()
     if args.case:
         print(json.dumps(run_case(json.loads(args.case))))
+        return
+    if args.section:
+        if not os.path.isfile(args.out):
+            raise SystemExit(f"bench_attention: {args.out}: no such file to put the section into")
+        _replace_section(args.out, s2_backend_section(args.quick))
         return
     import tempfile
 
@@ -500,6 +557,7 @@ def main() -> None:
     out += targets(summary, args.tol)
     out += crossover_section(args.quick, nthreads, args.tol)
     out += s1_backend_section(args.quick, nthreads, args.tol)
+    out += s2_backend_section(args.quick)
     out += spde_section(args.quick, nthreads)
     out += spde_solver_section(args.quick)
     out += w2_section(args.quick)
