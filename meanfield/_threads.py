@@ -223,25 +223,38 @@ def parallel_rows(fn, n: int, *, block: int | None = None, min_rows: int | None 
 
 
 def _split(fn, n: int, block: int, k: int) -> None:
-    global _POOL, _POOL_SIZE, _BLAS
+    global _POOL, _POOL_SIZE
     if _POOL is None or _POOL_SIZE != k:
         if _POOL is not None:
             _POOL.shutdown(wait=False)
         _POOL = ThreadPoolExecutor(max_workers=k)
         _POOL_SIZE = k
-    if _BLAS is None:
-        from threadpoolctl import ThreadpoolController
-
-        _BLAS = ThreadpoolController()
     bounds = [n * i // k for i in range(k + 1)]
     # measured on 2 cores, default BLAS threads against one: three noise fields of degree 6 with
     # gradients at 10^5 points (small products of the polynomial tables) 13.3 against 9.5 ms; the
     # direct attention sum of 8192 nodes on S^3 (large products) 101 against 72 ms
-    with _BLAS.limit(limits=1, user_api="blas"):
+    with one_blas_thread():
         futures = [_POOL.submit(_blocked, fn, a, b, block) for a, b in zip(bounds[1:-1], bounds[2:])]
         _blocked(fn, bounds[0], bounds[1], block)
         for f in futures:
             f.result()
+
+
+def one_blas_thread():
+    """Context: the loaded BLAS libraries on one thread for the block, then as before (about 7 us).
+
+    For code whose small matrix products go through BLAS between threaded transforms: OpenBLAS
+    threads each product of more than about 2.6e5 multiply-adds and its threads then spin for a
+    while, on the cores the next ducc0 transform wants (measured: 1.3-1.6x slower transforms
+    after a threaded BLAS call on 2 cores); and a product's last bits can depend on the number
+    of threads (see :func:`native_threads`). Process-wide, like :func:`native_threads`.
+    """
+    global _BLAS
+    if _BLAS is None:
+        from threadpoolctl import ThreadpoolController
+
+        _BLAS = ThreadpoolController()
+    return _BLAS.limit(limits=1, user_api="blas")
 
 
 #: Environment variables read by native thread pools when their library is loaded.

@@ -134,11 +134,11 @@ S1_DIRECT_MAX_WORK = 16384
 
 #: S^2: largest degree and number of tokens for which ``s2_backend="auto"`` evaluates the three
 #: transforms exactly (:class:`meanfield.sphere.LowDegreeS2`, O(N L²), one thread) instead of with
-#: ducc0's non-uniform transforms. Measured on 2 cores, the same process alternating the two
-#: (``benchmarks/results_speed.md``): the exact path is 1.1-1.4x faster at L = 5 (β = 0.1,
-#: tol 1e-6) and 1.0-1.25x at L = 7 (tol 1e-10) for N = 2·10^3-10^5, 1.7-2x slower at L = 9;
-#: in the particle step with noise the two are even at N = 10^5 (0.98) and the exact one
-#: 1.08x faster at N = 2048 and 5·10^4.
+#: ducc0's non-uniform transforms (two threads). Measured on 2 cores, the two alternating in one
+#: process (``benchmarks/results_attention.md``): the exact path is 1.05-1.2x faster at L = 5
+#: (β = 0.1, tol 1e-6) and 1.1-1.5x at L = 7 (tol 1e-10) for N = 2·10^3-10^5, 0.9-1.0x at
+#: N = 10^6, and 0.7-1.1x at L = 9-10. The particle step with noise at N = 10^5 measured 0.93x
+#: with it (separate processes, 5 rounds), hence the limit of 2^16 tokens.
 S2_DIRECT_MAX_LMAX = 7
 S2_DIRECT_MAX_POINTS = 1 << 16
 

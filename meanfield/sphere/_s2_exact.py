@@ -18,23 +18,28 @@ coefficients of μ = Σ_j w_j δ_{x_j}) is
 
     μ_lm = Σ_j w_j conj(Y_lm(x_j)) = Σ_k A^m_{lk} Σ_j w_j T_k(z_j) conj(C_j^m),
 
-a fixed linear map of the feature moments Σ_j w_j F(x_j). The surface gradient is P_x ∇F of
-the polynomial extension F(x) = Re Σ D_mk T_k(x_3) C^m, whose partial derivatives are fields of
-the same features:
+a fixed linear map of the moments M_kc = Σ_j w_j T_k(z_j) C_c(x_j) of the rows
+C_c = Re C^0, Re C^1, Im C^1, ..., Im C^L: one (L + 1) x (2L + 1) matrix product per block of
+points. The surface gradient is P_x ∇F of the polynomial extension F(x) = Re Σ D_mk T_k(x_3) C^m,
+whose partial derivatives are fields of the same features:
 
     ∂_1 F = Re Σ m D_mk T_k C^{m-1},   ∂_2 F = -Im Σ m D_mk T_k C^{m-1},
-    ∂_3 F = Re Σ D'_mk T_k C^m  (D' the Chebyshev derivative in k).
+    ∂_3 F = Re Σ D'_mk T_k C^m  (D' the Chebyshev derivative in k),
 
-Per point: T_k and C^m by three-term recurrences (C^m = 2 x_1 C^{m-1} - (x_1² + x_2²) C^{m-2}),
-one product per feature; no transcendental call, no angle, no pole. The rest is products of
-small matrices with the (L + 1)² x B feature table of a block of B points. The cost is
-O(N L²) against O(N w² + L² log L) for the non-uniform transforms (w ~ 8 at ε = 1e-6): the
-cheaper at the small degrees of the attention kernel for small β, exact to round-off (relative
-to Σ |a_lm|: 3e-16 at L = 10, 3e-15 at L = 16, 2e-14 at L = 20, where the Chebyshev
-coefficients of q_lm start to cancel). It runs on one thread, in blocks of points: its array
-operations take a few microseconds each, and two threads contending for the interpreter lock
-were slower than one (the tables of 10^5 points: 5.9 against 4.8 ms, measured on 2 cores), so
-its results do not depend on the thread setting either.
+so each of f, ∂_1 F, ∂_2 F, ∂_3 F is Σ_k T_k (W_k C) for a weight matrix W_k per degree k: one
+product of a (4 (L + 1)) x (2L + 1) matrix with the C rows of a block, then one sum over k.
+
+Per point: T_k and C^m by three-term recurrences (C^m = 2 x_1 C^{m-1} - (x_1² + x_2²) C^{m-2});
+no transcendental call, no angle, no pole, no (L + 1)² table. The cost is O(N L) elementwise
+plus O(N L²) in small matrix products, against O(N w² + L² log L) for the non-uniform transforms
+(w ~ 8 at ε = 1e-6): the cheaper at the small degrees of the attention kernel for small β, and
+exact to round-off (relative to Σ |a_lm|: 3e-16 at L = 10, 3e-15 at L = 16, 2e-14 at L = 20,
+where the Chebyshev coefficients of q_lm start to cancel). It runs on one thread, BLAS included,
+in blocks of points: its array operations take a few microseconds each, and two threads
+contending for the interpreter lock were slower than one (the tables of 10^5 points: 5.9
+against 4.8 ms, measured on 2 cores); threaded BLAS products would leave OpenBLAS threads
+spinning on the cores of the next ducc0 transform (:func:`~meanfield._threads.one_blas_thread`).
+Its results therefore do not depend on the thread setting either.
 """
 
 from __future__ import annotations
@@ -45,16 +50,17 @@ import threading
 
 import numpy as np
 
+from .._threads import one_blas_thread
 from ._s2 import n_alm
 
 __all__ = ["LowDegreeS2", "low_degree_s2"]
 
-#: Points per block (a block's feature table and products stay in the L2 cache) at L <= 7.
-_BLOCK = 4096
+#: Points per block at L <= 7 (a block's tables and products stay in the L2 cache).
+_BLOCK = 8192
 #: Largest degree accepted: beyond it the Chebyshev coefficients of q_lm cancel (relative error of
 #: the values 2e-14 at L = 20, 1e-9 at L = 30, measured against the recursion of real_basis_s2).
 MAX_LMAX = 20
-#: Largest feature table kept between the adjoint and the synthesis of the same points (bytes).
+#: Largest tables kept between the adjoint and the synthesis of the same points (bytes).
 _KEEP_BYTES = 32 << 20
 
 
@@ -163,15 +169,14 @@ class LowDegreeS2:
             okm = ok & (m_of > 0)
             amap[rows[okm], (self._offset[k] + 2 * m_of)[okm]] += -1j * A[okm, k]
         self._amap = amap
-        # the synthesis' feature table has (L + 1)² rows, the adjoint's tables 3L + 5
-        self.block = _BLOCK if L <= 7 else max(512, _BLOCK * 64 // (L + 1) ** 2)
-        self.adjoint_block = 2 * self.block if L <= 5 else self.block
+        # per block the tables (3L + 5 rows) and the synthesis' products (4 (L + 1) rows per field)
+        self.block = _BLOCK if L <= 7 else max(1024, _BLOCK * 8 // (L + 1))
         self._local = threading.local()
 
     def __repr__(self) -> str:
         return f"LowDegreeS2(lmax={self.lmax})"
 
-    # -- per-point features --------------------------------------------------------------------
+    # -- per-point tables ----------------------------------------------------------------------
     def _work(self, name: str, shape: tuple) -> np.ndarray:
         # arrays of a few hundred kB kept between calls: fresh ones are mapped and page-faulted by
         # the allocator every time (see meanfield.sphere._polynomial)
@@ -220,15 +225,6 @@ class LowDegreeS2:
             np.multiply(T[k - 1], z2, out=T[k])
             T[k] -= T[k - 2]
 
-    def _features(self, tab: np.ndarray, F: np.ndarray) -> None:
-        """The feature table F ((L+1)², B): rows T_k · [Re C^0, ..., Im C^{L-k}] for k = 0..L."""
-        L = self.lmax
-        T, C = tab[3 : L + 4], tab[L + 4 :]
-        F[: 2 * L + 1] = C
-        for k in range(1, L + 1):
-            a, n = self._offset[k], 2 * (L - k) + 1
-            np.multiply(C[:n], T[k], out=F[a : a + n])
-
     # -- transforms ----------------------------------------------------------------------------
     def adjoint(self, x: np.ndarray, w: np.ndarray, *, keep: bool = False):
         """μ_lm = Σ_j w_j conj(Y_lm(x_j)), shape (n_alm(lmax),) complex (ducc0 packing).
@@ -241,7 +237,7 @@ class LowDegreeS2:
         w = np.asarray(w, dtype=np.float64)
         if w.shape != (x.shape[0],):
             raise ValueError(f"w must have shape ({x.shape[0]},) like the points, got {w.shape}")
-        n, L, blk = x.shape[0], self.lmax, self.adjoint_block
+        n, L, blk = x.shape[0], self.lmax, self.block
         nb = -(-n // blk)
         rows = 3 * L + 5
         # M_kc = Σ_j w_j T_k(z_j) C-row c, per block; added in block order
@@ -249,12 +245,13 @@ class LowDegreeS2:
         store = None
         if keep and rows * n * 8 <= _KEEP_BYTES:
             store = self._work("store", (rows, n))
-        for i in range(nb):
-            s, e = i * blk, min(n, (i + 1) * blk)
-            tab = store[:, s:e] if store is not None else self._work("tab", (rows, e - s))
-            self._tables(x, s, e, tab)
-            Tw = np.multiply(tab[3 : L + 4], w[s:e], out=self._work("Tw", (L + 1, e - s)))
-            np.matmul(Tw, tab[L + 4 :].T, out=part[i])
+        with one_blas_thread():  # small products: threaded BLAS would spin on the transforms' cores
+            for i in range(nb):
+                s, e = i * blk, min(n, (i + 1) * blk)
+                tab = store[:, s:e] if store is not None else self._work("tab", (rows, e - s))
+                self._tables(x, s, e, tab)
+                Tw = np.multiply(tab[3 : L + 4], w[s:e], out=self._work("Tw", (L + 1, e - s)))
+                np.matmul(Tw, tab[L + 4 :].T, out=part[i])
         M = part.sum(axis=0)
         mom = np.empty(self.n_features)
         for k in range(L + 1):
@@ -264,7 +261,7 @@ class LowDegreeS2:
         return (mu, (n, store)) if keep else mu
 
     def _weights(self, alm: np.ndarray, grad: bool) -> np.ndarray:
-        """W (K nq, (L+1)²): field K and quantity (f, ∂_1 F, ∂_2 F, ∂_3 F) as weights of the features."""
+        """Weights (K nq (L+1), 2L+1) of the C rows: rows (field, quantity f, ∂_1 F, ∂_2 F, ∂_3 F, degree k)."""
         L = self.lmax
         K = alm.shape[0]
         D = np.zeros((K, L + 1, L + 1), dtype=np.complex128)  # [field, m, k]
@@ -290,14 +287,19 @@ class LowDegreeS2:
             put(1, mD)
             put(2, mD, imag=True, sign=-1.0)
             put(3, _chebder(D))
-        return W.reshape(K * nq, self.n_features)
+        W = W.reshape(K * nq, self.n_features)
+        # as weights of the C rows per Chebyshev degree k: Σ_k T_k (W_k @ C), no feature table
+        Wk = np.zeros((K * nq, L + 1, 2 * L + 1))
+        for k in range(L + 1):
+            a, m = self._offset[k], 2 * (L - k) + 1
+            Wk[:, k, :m] = W[:, a : a + m]
+        return Wk.reshape(K * nq * (L + 1), 2 * L + 1)
 
     def _synth(self, alm, x, grad: bool, tables, emit) -> None:
         if alm.shape[1] != n_alm(self.lmax):
             raise ValueError(f"alm must have n_alm({self.lmax}) = {n_alm(self.lmax)} coefficients per field, "
                              f"got shape {alm.shape}")
         n = x.shape[0]
-        nf = self.n_features
         W = self._weights(alm, grad)
         store = None
         if tables is not None:
@@ -305,24 +307,26 @@ class LowDegreeS2:
                 raise ValueError(f"tables are for {tables[0]} points, got {n}")
             store = tables[1]
 
-        blk, rows = self.block, 3 * self.lmax + 5
-        for s in range(0, n, blk):
-            e = min(n, s + blk)
-            if store is not None:
-                tab = store[:, s:e]
-            else:
-                tab = self._work("tab", (rows, e - s))
-                self._tables(x, s, e, tab)
-            F = self._work("F", (nf, e - s))
-            self._features(tab, F)
-            acc = np.matmul(W, F, out=self._work("acc", (W.shape[0], e - s)))
-            emit(s, e, acc, tab[:3])
+        L = self.lmax
+        blk, rows, nq = self.block, 3 * L + 5, W.shape[0] // (L + 1)
+        with one_blas_thread():
+            for s in range(0, n, blk):
+                e = min(n, s + blk)
+                if store is not None:
+                    tab = store[:, s:e]
+                else:
+                    tab = self._work("tab", (rows, e - s))
+                    self._tables(x, s, e, tab)
+                H = np.matmul(W, tab[L + 4 :], out=self._work("H", (W.shape[0], e - s)))
+                acc = np.einsum("qkb,kb->qb", H.reshape(nq, L + 1, e - s), tab[3 : L + 4],
+                                out=self._work("acc", (nq, e - s)))
+                emit(s, e, acc, tab[:3])
 
     def synthesis(self, alm: np.ndarray, x: np.ndarray, *, grad: bool = True, tables=None):
         """Values (K, N) and, with ``grad``, surface gradients (K, N, 3) of K fields at the directions of x.
 
         ``alm`` (K, n_alm(lmax)) complex, ducc0 packing; ``tables``: what :meth:`adjoint` returned
-        with ``keep`` for the same ``x`` (else the features are formed again).
+        with ``keep`` for the same ``x`` (else the tables are formed again).
         """
         x = _points(x)
         alm = np.atleast_2d(np.asarray(alm, dtype=np.complex128))

@@ -121,3 +121,19 @@ def test_bad_input_is_refused():
     _, tables = t.adjoint(x, np.ones(10), keep=True)
     with pytest.raises(ValueError, match="tables"):
         t.log_gradient(np.ones(n_alm(3), dtype=complex), x[:5], tables=tables)
+
+
+def test_same_numbers_whatever_the_thread_setting(monkeypatch):
+    from meanfield import deterministic
+
+    rng = np.random.default_rng(6)
+    x, w, L = _cloud(rng, 20000), rng.random(20000), 7
+    t = LowDegreeS2(L)
+    a = _alm(rng, 1, L)[0]
+    ref = t.adjoint(x, w), t.log_gradient(a, x, 2.0)
+    with deterministic():
+        one = t.adjoint(x, w), t.log_gradient(a, x, 2.0)
+    monkeypatch.setenv("MEANFIELD_NUM_THREADS", "1")
+    env = t.adjoint(x, w), t.log_gradient(a, x, 2.0)
+    for got in (one, env):
+        assert np.array_equal(got[0], ref[0]) and np.array_equal(got[1], ref[1])
