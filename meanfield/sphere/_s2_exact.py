@@ -66,7 +66,13 @@ _KEEP_BYTES = 32 << 20
 
 @functools.lru_cache(maxsize=32)
 def low_degree_s2(lmax: int) -> "LowDegreeS2":
-    """The (cached) :class:`LowDegreeS2` of degree ``lmax``."""
+    """The (cached) :class:`LowDegreeS2` of degree ``lmax``: its tables and work arrays are built once.
+
+    Examples
+    --------
+    >>> low_degree_s2(5) is low_degree_s2(5)
+    True
+    """
     return LowDegreeS2(lmax)
 
 
