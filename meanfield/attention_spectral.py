@@ -140,7 +140,7 @@ S1_DIRECT_MAX_WORK = 16384
 #: N = 10^6, and 0.7-1.1x at L = 9-10. The particle step with noise at N = 10^5 measured 0.93x
 #: with it (separate processes, 5 rounds), hence the limit of 2^16 tokens.
 S2_DIRECT_MAX_LMAX = 7
-S2_DIRECT_MAX_POINTS = 1 << 16
+S2_DIRECT_MAX_POINTS = 1 << 17
 
 #: β < 0: velocity round-off in units of u e^{2 abs(β)} (u the double-precision epsilon); measured
 #: <= 0.25 on tight clusters, three clusters and uniform clouds (S^1, S^2, N = 3000, β = -0.5..-10).

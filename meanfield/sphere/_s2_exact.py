@@ -34,12 +34,13 @@ no transcendental call, no angle, no pole, no (L + 1)² table. The cost is O(N L
 plus O(N L²) in small matrix products, against O(N w² + L² log L) for the non-uniform transforms
 (w ~ 8 at ε = 1e-6): the cheaper at the small degrees of the attention kernel for small β, and
 exact to round-off (relative to Σ |a_lm|: 3e-16 at L = 10, 3e-15 at L = 16, 2e-14 at L = 20,
-where the Chebyshev coefficients of q_lm start to cancel). It runs on one thread, BLAS included,
-in blocks of points: its array operations take a few microseconds each, and two threads
-contending for the interpreter lock were slower than one (the tables of 10^5 points: 5.9
-against 4.8 ms, measured on 2 cores); threaded BLAS products would leave OpenBLAS threads
-spinning on the cores of the next ducc0 transform (:func:`~meanfield._threads.one_blas_thread`).
-Its results therefore do not depend on the thread setting either.
+where the Chebyshev coefficients of q_lm start to cancel). It works in fixed blocks of points
+with BLAS on one thread (threaded BLAS products would leave OpenBLAS threads spinning on the
+cores of the next ducc0 transform, :func:`~meanfield._threads.one_blas_thread`). The synthesis
+splits its blocks over threads; the adjoint's tables do not (their array operations take a few
+microseconds each, and two threads contending for the interpreter lock were slower than one:
+5.9 against 4.8 ms for 10^5 points, measured on 2 cores). The results do not depend on the
+thread setting.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ import threading
 
 import numpy as np
 
-from .._threads import one_blas_thread
+from .._threads import one_blas_thread, parallel_rows
 from ._s2 import n_alm
 
 __all__ = ["LowDegreeS2", "low_degree_s2"]
@@ -315,9 +316,10 @@ class LowDegreeS2:
 
         L = self.lmax
         blk, rows, nq = self.block, 3 * L + 5, W.shape[0] // (L + 1)
-        with one_blas_thread():
-            for s in range(0, n, blk):
-                e = min(n, s + blk)
+
+        def blocks(a: int, b: int) -> None:
+            for i in range(a, b):
+                s, e = i * blk, min(n, (i + 1) * blk)
                 if store is not None:
                     tab = store[:, s:e]
                 else:
@@ -327,6 +329,13 @@ class LowDegreeS2:
                 acc = np.einsum("qkb,kb->qb", H.reshape(nq, L + 1, e - s), tab[3 : L + 4],
                                 out=self._work("acc", (nq, e - s)))
                 emit(s, e, acc, tab[:3])
+
+        # fixed blocks split over threads from three on (a block's matrix products dominate its
+        # time there; measured 2.11 against 2.26 ms at N = 2·10^4 and 4.9 against 6.1 ms at 6·10^4,
+        # L = 7), BLAS on one thread either way: the same numbers on any number of threads
+        nb = -(-n // blk)
+        with one_blas_thread():
+            parallel_rows(blocks, nb, block=nb, min_rows=3)
 
     def synthesis(self, alm: np.ndarray, x: np.ndarray, *, grad: bool = True, tables=None):
         """Values (K, N) and, with ``grad``, surface gradients (K, N, 3) of K fields at the directions of x.
@@ -345,9 +354,10 @@ class LowDegreeS2:
             acc = acc.reshape(K, -1, e - s)
             vals[:, s:e] = acc[:, 0]
             if grad:
-                g = grads[:, :, s:e]
-                g[:] = acc[:, 1:]
-                g -= np.einsum("kin,in->kn", g, u)[:, None, :] * u[None]
+                g = acc[:, 1:]
+                radial = np.einsum("kin,in->kn", g, u, out=self._work("radial", (K, e - s)))
+                tmp = np.multiply(u[None], radial[:, None, :], out=self._work("tmp3", (K, 3, e - s)))
+                np.subtract(g, tmp, out=grads[:, :, s:e])
 
         self._synth(alm, x, grad, tables, emit)
         return vals, (np.transpose(grads, (0, 2, 1)) if grad else None)
@@ -365,12 +375,15 @@ class LowDegreeS2:
         out = np.empty((x.shape[0], 3))
 
         def emit(s, e, acc, u):
+            # (g - (g·u) u) / (c f), the last product written straight into the (N, 3) rows
             f, g = acc[0], acc[1:]
+            radial = np.einsum("in,in->n", g, u, out=self._work("radial", (e - s,)))
             inv = np.multiply(f, factor, out=self._work("inv", (e - s,)))
             np.divide(1.0, inv, out=inv)
-            g -= np.einsum("in,in->n", g, u) * u
+            radial *= inv
+            tmp = np.multiply(u, radial, out=self._work("tmp3", (3, e - s)))
             g *= inv
-            out[s:e] = g.T
+            np.subtract(g, tmp, out=out[s:e].T)
 
         self._synth(alm[None], x, True, tables, emit)
         return out

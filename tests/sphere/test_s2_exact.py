@@ -101,7 +101,8 @@ def test_points_are_read_as_directions_and_tables_reused():
     fresh = t.log_gradient(a, x, 0.5)
     assert np.array_equal(t.log_gradient(a, x, 0.5, tables=tables), fresh)  # same numbers from kept tables
     vals, grads = t.synthesis(a[None], x, tables=tables)
-    np.testing.assert_allclose(fresh, grads[0] / (0.5 * vals[0])[:, None], rtol=1e-13, atol=0)
+    ref = grads[0] / (0.5 * vals[0])[:, None]  # the projection rounded in another order
+    np.testing.assert_allclose(fresh, ref, rtol=0, atol=4 * EPS * (L + 1) * np.abs(ref).max())
     np.testing.assert_allclose(t.synthesis(a[None], scaled)[1], grads, rtol=0, atol=1e-12 * np.abs(a).sum())
 
 
