@@ -133,12 +133,12 @@ TRANSFORM_ERROR_FACTOR = 1.0
 S1_DIRECT_MAX_WORK = 16384
 
 #: S^2: largest degree and number of tokens for which ``s2_backend="auto"`` evaluates the three
-#: transforms exactly (:class:`meanfield.sphere.LowDegreeS2`, O(N L²), one thread) instead of with
-#: ducc0's non-uniform transforms (two threads). Measured on 2 cores, the two alternating in one
-#: process (``benchmarks/results_attention.md``): the exact path is 1.05-1.2x faster at L = 5
-#: (β = 0.1, tol 1e-6) and 1.1-1.5x at L = 7 (tol 1e-10) for N = 2·10^3-10^5, 0.9-1.0x at
-#: N = 10^6, and 0.7-1.1x at L = 9-10. The particle step with noise at N = 10^5 measured 0.93x
-#: with it (separate processes, 5 rounds), hence the limit of 2^16 tokens.
+#: transforms exactly (:class:`meanfield.sphere.LowDegreeS2`, O(N L²)) instead of with ducc0's
+#: non-uniform transforms. Measured on 2 cores (``benchmarks/results_attention.md``, the two
+#: alternating in one process): the exact path is faster at L = 5 (β = 0.1, tol 1e-6) and L = 7
+#: (tol 1e-10) up to about 3·10^5 tokens (1.1-1.8x for N = 2·10^3-10^5, even at 3·10^5), slower
+#: from L = 9 (0.7-0.9x) and even at L = 10-12 for N <= 2·10^4. In separate processes the
+#: particle step with noise at N = 10^5 measured 1.10x with it.
 S2_DIRECT_MAX_LMAX = 7
 S2_DIRECT_MAX_POINTS = 1 << 17
 
