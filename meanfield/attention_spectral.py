@@ -387,9 +387,9 @@ class SpectralAttention:
         self.last_backend = backend
         if backend == "direct":
             tr = low_degree_s2(L)
-            alm, tables = tr.adjoint(x, w, keep=True)
+            alm, tables = tr.adjoint(x, w, keep=True, check=False)  # x and w validated (or trusted) above
             alm *= lam[tr.ell]
-            return tr.log_gradient(alm, x, self.beta, tables=tables)  # ∇g / (β g)
+            return tr.log_gradient(alm, x, self.beta, tables=tables, check=False)  # ∇g / (β g)
         # angles shared with the other transforms at these points (e.g. the noise field of the same step)
         pts = s2_points(x)
         loc = pts.loc

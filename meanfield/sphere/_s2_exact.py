@@ -77,11 +77,20 @@ def low_degree_s2(lmax: int) -> "LowDegreeS2":
     return LowDegreeS2(lmax)
 
 
-def _points(x) -> np.ndarray:
+def _points(x, check: bool) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
     if x.ndim != 2 or x.shape[1] != 3:
         raise ValueError(f"x must be points of S^2 with shape (N, 3), got {x.shape}")
+    if check:
+        r2 = np.einsum("ij,ij->i", x, x)
+        if not np.all(np.isfinite(r2)) or np.any(r2 == 0):
+            raise ValueError("x must hold finite, nonzero vectors (read as directions)")
     return x
+
+
+def _finite(a: np.ndarray, name: str, check: bool) -> None:
+    if check and not np.all(np.isfinite(a)):
+        raise ValueError(f"{name} must be finite")
 
 
 def _mulx(c: np.ndarray) -> np.ndarray:
@@ -111,6 +120,9 @@ class LowDegreeS2:
     Coefficients are complex, in ducc0/healpy packing (:func:`~meanfield.sphere.n_alm` of them),
     as for ``ducc0.sht.experimental.synthesis_general`` and its adjoint; points are nonzero
     vectors (N, 3), read as their directions. See the module for the formulas.
+
+    Work arrays (a few MiB, and the kept tables of :meth:`adjoint`, at most 32 MiB) stay with the
+    object per thread between calls.
 
     Parameters
     ----------
@@ -233,17 +245,19 @@ class LowDegreeS2:
             T[k] -= T[k - 2]
 
     # -- transforms ----------------------------------------------------------------------------
-    def adjoint(self, x: np.ndarray, w: np.ndarray, *, keep: bool = False):
+    def adjoint(self, x: np.ndarray, w: np.ndarray, *, keep: bool = False, check: bool = True):
         """μ_lm = Σ_j w_j conj(Y_lm(x_j)), shape (n_alm(lmax),) complex (ducc0 packing).
 
-        ``x`` (N, 3) nonzero vectors (read as directions), ``w`` (N,) real weights. With ``keep``
-        the per-point tables are also returned, for :meth:`synthesis` at the same points while
-        nothing else calls this object in this thread (None when they would exceed 32 MiB).
+        ``x`` (N, 3) finite nonzero vectors (read as directions), ``w`` (N,) finite real weights
+        (``check=False`` skips those two checks, for callers that validated them). With ``keep``
+        the per-point tables are also returned, for :meth:`synthesis` at the same points before
+        this thread's next ``keep`` adjoint on this object (None when they would exceed 32 MiB).
         """
-        x = _points(x)
+        x = _points(x, check)
         w = np.asarray(w, dtype=np.float64)
         if w.shape != (x.shape[0],):
             raise ValueError(f"w must have shape ({x.shape[0]},) like the points, got {w.shape}")
+        _finite(w, "w", check)
         n, L, blk = x.shape[0], self.lmax, self.block
         nb = -(-n // blk)
         rows = 3 * L + 5
@@ -252,6 +266,8 @@ class LowDegreeS2:
         store = None
         if keep and rows * n * 8 <= _KEEP_BYTES:
             store = self._work("store", (rows, n))
+            # the tables live in this thread's work array until the next keep: a stamp tells
+            self._local.stamp = getattr(self._local, "stamp", 0) + 1
         with one_blas_thread():  # small products: threaded BLAS would spin on the transforms' cores
             for i in range(nb):
                 s, e = i * blk, min(n, (i + 1) * blk)
@@ -265,7 +281,7 @@ class LowDegreeS2:
             a, m = self._offset[k], 2 * (L - k) + 1
             mom[a : a + m] = M[k, :m]
         mu = self._amap @ mom
-        return (mu, (n, store)) if keep else mu
+        return (mu, (n, store, getattr(self._local, "stamp", 0))) if keep else mu
 
     def _weights(self, alm: np.ndarray, grad: bool) -> np.ndarray:
         """Weights (K nq (L+1), 2L+1) of the C rows: rows (field, quantity f, ∂_1 F, ∂_2 F, ∂_3 F, degree k)."""
@@ -312,6 +328,9 @@ class LowDegreeS2:
         if tables is not None:
             if tables[0] != n:
                 raise ValueError(f"tables are for {tables[0]} points, got {n}")
+            if tables[1] is not None and tables[2] != getattr(self._local, "stamp", 0):
+                raise ValueError("tables were overwritten by a later adjoint(keep=True) in this thread: "
+                                 "pass the tables of the latest one, or none")
             store = tables[1]
 
         L = self.lmax
@@ -337,14 +356,16 @@ class LowDegreeS2:
         with one_blas_thread():
             parallel_rows(blocks, nb, block=nb, min_rows=3)
 
-    def synthesis(self, alm: np.ndarray, x: np.ndarray, *, grad: bool = True, tables=None):
+    def synthesis(self, alm: np.ndarray, x: np.ndarray, *, grad: bool = True, tables=None, check: bool = True):
         """Values (K, N) and, with ``grad``, surface gradients (K, N, 3) of K fields at the directions of x.
 
         ``alm`` (K, n_alm(lmax)) complex, ducc0 packing; ``tables``: what :meth:`adjoint` returned
-        with ``keep`` for the same ``x`` (else the tables are formed again).
+        with ``keep`` for the same ``x`` (else the tables are formed again); ``check`` as in
+        :meth:`adjoint` (finite ``alm`` and ``x``, nonzero ``x``).
         """
-        x = _points(x)
+        x = _points(x, check)
         alm = np.atleast_2d(np.asarray(alm, dtype=np.complex128))
+        _finite(alm, "alm", check)
         K = alm.shape[0]
         n = x.shape[0]
         vals = np.empty((K, n))
@@ -362,16 +383,19 @@ class LowDegreeS2:
         self._synth(alm, x, grad, tables, emit)
         return vals, (np.transpose(grads, (0, 2, 1)) if grad else None)
 
-    def log_gradient(self, alm: np.ndarray, x: np.ndarray, factor: float = 1.0, *, tables=None) -> np.ndarray:
+    def log_gradient(self, alm: np.ndarray, x: np.ndarray, factor: float = 1.0, *, tables=None,
+                     check: bool = True) -> np.ndarray:
         """∇f / (c f) at the directions of x, shape (N, 3), for one field f (``alm`` (n_alm,)) and c = ``factor``.
 
         The surface gradient of log f divided by c (the attention velocity ∇g / (β g)), without
-        the intermediate (N,) and (N, 3) arrays of :meth:`synthesis`.
+        the intermediate (N,) and (N, 3) arrays of :meth:`synthesis`. ``tables`` and ``check`` as
+        in :meth:`synthesis`.
         """
-        x = _points(x)
+        x = _points(x, check)
         alm = np.asarray(alm, dtype=np.complex128)
         if alm.ndim != 1:
             raise ValueError(f"alm must be the coefficients of one field, shape (n_alm,), got {alm.shape}")
+        _finite(alm, "alm", check)
         out = np.empty((x.shape[0], 3))
 
         def emit(s, e, acc, u):

@@ -138,3 +138,27 @@ def test_same_numbers_whatever_the_thread_setting(monkeypatch):
     env = t.adjoint(x, w), t.log_gradient(a, x, 2.0)
     for got in (one, env):
         assert np.array_equal(got[0], ref[0]) and np.array_equal(got[1], ref[1])
+
+
+def test_nonfinite_input_and_stale_tables_are_refused():
+    t = LowDegreeS2(4)
+    rng = np.random.default_rng(7)
+    x = _cloud(rng, 50)
+    bad = x.copy()
+    bad[3] = 0.0
+    with pytest.raises(ValueError, match="x"):
+        t.adjoint(bad, np.ones(50))
+    bad[3] = np.nan
+    with pytest.raises(ValueError, match="x"):
+        t.synthesis(np.ones((1, n_alm(4)), dtype=complex), bad)
+    w = np.ones(50)
+    w[0] = np.inf
+    with pytest.raises(ValueError, match="w"):
+        t.adjoint(x, w)
+    with pytest.raises(ValueError, match="alm"):
+        t.log_gradient(np.full(n_alm(4), np.nan, dtype=complex), x)
+    _, old = t.adjoint(x, np.ones(50), keep=True)
+    _, new = t.adjoint(x[::-1], np.ones(50), keep=True)  # same size, other points: overwrites the kept tables
+    with pytest.raises(ValueError, match="overwritten"):
+        t.log_gradient(np.ones(n_alm(4), dtype=complex), x, tables=old)
+    t.log_gradient(np.ones(n_alm(4), dtype=complex), x[::-1], tables=new)
