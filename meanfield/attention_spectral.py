@@ -16,7 +16,10 @@ and g is diagonal in spherical harmonics, g_lm = (e^{-abs(β)} λ_l) μ_lm (Funk
    ``mode='DERIV1'``; S^1: one type-2 NUFFT ``ducc0.nufft.u2nu`` that returns g + i g'),
 
 which costs O(N log(1/ε) + L² log L) instead of the O(N²) of the direct sum
-(:func:`meanfield.attention.softmax_attention`).
+(:func:`meanfield.attention.softmax_attention`). At low degree the same three transforms are
+done exactly instead (no ε): on S^1 by an O(N L) power sum over e^{ikθ_j}, on S^2 by
+:class:`meanfield.sphere.LowDegreeS2` (Chebyshev polynomials in z times powers of x_1 + i x_2,
+O(N L²)), where those were measured faster (``s1_backend``, ``s2_backend``).
 
 Accuracy (what ``tol`` means)
 -----------------------------
