@@ -149,7 +149,6 @@ class LowDegreeS2:
             raise ValueError(f"lmax must be in [0, {MAX_LMAX}] (the exact low-degree transforms lose accuracy "
                              f"beyond), got {lmax}")
         self.lmax = L
-        self.n_features = (L + 1) ** 2
         m_of = np.concatenate([np.full(L + 1 - m, m) for m in range(L + 1)])
         self.ell = np.concatenate([np.arange(m, L + 1) for m in range(L + 1)])
         # row p of A: Chebyshev coefficients in z of q_lm, (l, m) in ducc0 packing (m-major)
@@ -170,24 +169,16 @@ class LowDegreeS2:
             p += L + 1 - m
         self._A, self._m = A, m_of
         self._twice = np.where(m_of > 0, 2.0, 1.0)
-        # features: for k = 0..L the rows T_k · [Re C^0, Re C^1, Im C^1, ..., Re C^{L-k}, Im C^{L-k}]
-        self._offset = np.concatenate([[0], np.cumsum([2 * (L - k) + 1 for k in range(L + 1)])])
-        pm, pk = [a.ravel() for a in np.meshgrid(np.arange(L + 1), np.arange(L + 1), indexing="ij")]
-        keep = pm + pk <= L
-        self._pm, self._pk = pm[keep], pk[keep]
-        self._f_re = self._offset[self._pk] + np.maximum(2 * self._pm - 1, 0)
-        self._f_im = self._offset[self._pk] + 2 * self._pm  # meaningful for m > 0
-        self._pos = self._pm > 0
-        # the adjoint as a map of the feature moments: μ_lm = Σ_k A^m_lk (M_{k,m,re} - i M_{k,m,im})
-        amap = np.zeros((n_alm(L), self.n_features), dtype=np.complex128)
+        # the C rows [Re C^0, Re C^1, Im C^1, ..., Re C^L, Im C^L]: where Re C^m and Im C^m (m > 0) sit
+        self._c_re = np.maximum(2 * np.arange(L + 1) - 1, 0)
+        self._c_im = 2 * np.arange(1, L + 1)
+        # the adjoint as a map of the moments M_kc: μ_lm = Σ_k A^m_lk (M_{k, Re C^m} - i M_{k, Im C^m})
+        amap = np.zeros((n_alm(L), L + 1, 2 * L + 1), dtype=np.complex128)
         rows = np.arange(n_alm(L))
-        for k in range(L + 1):
-            ok = m_of + k <= L
-            f_re = self._offset[k] + np.maximum(2 * m_of - 1, 0)
-            amap[rows[ok], f_re[ok]] += A[ok, k]
-            okm = ok & (m_of > 0)
-            amap[rows[okm], (self._offset[k] + 2 * m_of)[okm]] += -1j * A[okm, k]
-        self._amap = amap
+        amap[rows, :, self._c_re[m_of]] = A
+        pos = m_of > 0
+        amap[rows[pos], :, self._c_im[m_of[pos] - 1]] = -1j * A[pos]
+        self._amap = amap.reshape(n_alm(L), -1)
         # per block the tables (3L + 5 rows) and the synthesis' products (4 (L + 1) rows per field)
         self.block = _BLOCK if L <= 7 else max(1024, _BLOCK * 8 // (L + 1))
         self._local = threading.local()
@@ -275,48 +266,39 @@ class LowDegreeS2:
                 self._tables(x, s, e, tab)
                 Tw = np.multiply(tab[3 : L + 4], w[s:e], out=self._work("Tw", (L + 1, e - s)))
                 np.matmul(Tw, tab[L + 4 :].T, out=part[i])
-        M = part.sum(axis=0)
-        mom = np.empty(self.n_features)
-        for k in range(L + 1):
-            a, m = self._offset[k], 2 * (L - k) + 1
-            mom[a : a + m] = M[k, :m]
-        mu = self._amap @ mom
+        mu = self._amap @ part.sum(axis=0).ravel()
         return (mu, (n, store, getattr(self._local, "stamp", 0))) if keep else mu
 
     def _weights(self, alm: np.ndarray, grad: bool) -> np.ndarray:
-        """Weights (K nq (L+1), 2L+1) of the C rows: rows (field, quantity f, ∂_1 F, ∂_2 F, ∂_3 F, degree k)."""
+        """Weights (K nq (L+1), 2L+1) of the C rows: rows (field, quantity f, ∂_1 F, ∂_2 F, ∂_3 F, degree k).
+
+        The coefficients E_mk of Re Σ E_mk T_k C^m vanish for k + m > L (q_lm has degree l - m, and
+        the derivatives lower the degree), so every (m, k) pair can be written without a mask.
+        """
         L = self.lmax
         K = alm.shape[0]
         D = np.zeros((K, L + 1, L + 1), dtype=np.complex128)  # [field, m, k]
         np.add.at(D, (slice(None), self._m), (alm * self._twice)[:, :, None] * self._A[None])
         nq = 4 if grad else 1
-        W = np.zeros((K, nq, self.n_features))
-        pm, pk, pos = self._pm, self._pk, self._pos
+        W = np.zeros((K, nq, L + 1, 2 * L + 1))  # [field, quantity, k, C row]
 
-        def put(q: int, E: np.ndarray, imag: bool = False, sign: float = 1.0) -> None:
-            # Re Σ E_mk T_k C^m (imag: Im Σ ...) as feature weights; E: (K, L+1, L+1) [m, k]
-            e = E[:, pm, pk]
-            if imag:  # Im(E C^m) = Im E Re C^m + Re E Im C^m
-                W[:, q, self._f_re] += sign * e.imag
-                W[:, q, self._f_im[pos]] += sign * e.real[:, pos]
+        def put(q: int, E: np.ndarray, imag: bool = False) -> None:
+            Et = E.transpose(0, 2, 1)  # [field, k, m]
+            if imag:  # -Im Σ E C^m: Im(E C^m) = Im E Re C^m + Re E Im C^m
+                W[:, q, :, self._c_re] = -Et.imag.transpose(2, 0, 1)
+                W[:, q, :, self._c_im] = -Et[:, :, 1:].real.transpose(2, 0, 1)
             else:  # Re(E C^m) = Re E Re C^m - Im E Im C^m
-                W[:, q, self._f_re] += sign * e.real
-                W[:, q, self._f_im[pos]] -= sign * e.imag[:, pos]
+                W[:, q, :, self._c_re] = Et.real.transpose(2, 0, 1)
+                W[:, q, :, self._c_im] = -Et[:, :, 1:].imag.transpose(2, 0, 1)
 
         put(0, D)
         if grad:
             mD = np.zeros_like(D)  # coefficient of C^{m'} in Σ m D_mk C^{m-1}: (m' + 1) D_{m'+1}
             mD[:, :L] = D[:, 1:] * np.arange(1, L + 1)[None, :, None]
             put(1, mD)
-            put(2, mD, imag=True, sign=-1.0)
+            put(2, mD, imag=True)  # ∂_2 F = -Im Σ m D_mk T_k C^{m-1}
             put(3, _chebder(D))
-        W = W.reshape(K * nq, self.n_features)
-        # as weights of the C rows per Chebyshev degree k: Σ_k T_k (W_k @ C), no feature table
-        Wk = np.zeros((K * nq, L + 1, 2 * L + 1))
-        for k in range(L + 1):
-            a, m = self._offset[k], 2 * (L - k) + 1
-            Wk[:, k, :m] = W[:, a : a + m]
-        return Wk.reshape(K * nq * (L + 1), 2 * L + 1)
+        return W.reshape(K * nq * (L + 1), 2 * L + 1)
 
     def _synth(self, alm, x, grad: bool, tables, emit) -> None:
         if alm.shape[1] != n_alm(self.lmax):
