@@ -319,7 +319,7 @@ def s2_backend_section(quick: bool) -> list[str]:
     ns = [2 * 10**3, 10**4, 2 * 10**4, 5 * 10**4, 10**5] if not quick else [2 * 10**3, 10**4]
     lines = ["## S^2 spectral backends (best of 9 alternating calls, ms)", "",
              "Uniform tokens; both evaluators built once, then called alternately (the ratio's median over the "
-             f"9 pairs is given too). ``s2_backend=\"auto\"`` takes the exact transforms for L <= {S2_DIRECT_MAX_LMAX} "
+             f"9 pairs is given too). `s2_backend=\"auto\"` takes the exact transforms for L <= {S2_DIRECT_MAX_LMAX} "
              f"and N <= {S2_DIRECT_MAX_POINTS:,}.", "",
              "| β | tol | L | N | NUFFT (ducc0) | exact O(N L²) | NUFFT / exact, best | median |", "|---|---|---|---|---|---|---|---|"]
     rng = np.random.default_rng(12)
