@@ -50,9 +50,10 @@ import math
 import threading
 
 import numpy as np
+from numpy.polynomial import chebyshev
 
 from .._threads import one_blas_thread, parallel_rows
-from ._s2 import n_alm
+from ._s2 import _real_alm_maps, n_alm
 
 __all__ = ["LowDegreeS2", "low_degree_s2"]
 
@@ -93,24 +94,10 @@ def _finite(a: np.ndarray, name: str, check: bool) -> None:
         raise ValueError(f"{name} must be finite")
 
 
-def _mulx(c: np.ndarray) -> np.ndarray:
-    """Chebyshev coefficients of z f(z) from those of f (degree < len(c) - 1)."""
-    out = np.zeros_like(c)
-    if c.size > 1:
-        out[1] += c[0]  # z T_0 = T_1
-        out[2:] += 0.5 * c[1:-1]  # z T_k = (T_{k+1} + T_{k-1}) / 2
-        out[:-1] += 0.5 * c[1:]
-    return out
-
-
 def _chebder(D: np.ndarray) -> np.ndarray:
-    """Chebyshev coefficients (same length, last axis) of the derivative of Σ_k D_k T_k."""
-    n = D.shape[-1]
+    """Chebyshev coefficients of the derivative of Σ_k D_k T_k along the last axis, same length."""
     out = np.zeros_like(D)
-    # T_k' = 2k Σ_{j < k, k - j odd} T_j / (1 + [j = 0]): backward recurrence d_{k-1} = d_{k+1} + 2k D_k
-    for k in range(n - 1, 0, -1):
-        out[..., k - 1] = 2 * k * D[..., k] + (out[..., k + 1] if k + 1 < n else 0.0)
-    out[..., 0] *= 0.5
+    out[..., :-1] = chebyshev.chebder(D, axis=-1)
     return out
 
 
@@ -149,8 +136,7 @@ class LowDegreeS2:
             raise ValueError(f"lmax must be in [0, {MAX_LMAX}] (the exact low-degree transforms lose accuracy "
                              f"beyond), got {lmax}")
         self.lmax = L
-        m_of = np.concatenate([np.full(L + 1 - m, m) for m in range(L + 1)])
-        self.ell = np.concatenate([np.arange(m, L + 1) for m in range(L + 1)])
+        self.ell, m_of = _real_alm_maps(L)[:2]  # degree and order of each coefficient (ducc0 packing)
         # row p of A: Chebyshev coefficients in z of q_lm, (l, m) in ducc0 packing (m-major)
         A = np.zeros((n_alm(L), L + 1))
         p = 0
@@ -161,7 +147,9 @@ class LowDegreeS2:
             A[p, 0] = qmm
             for ell in range(m + 1, L + 1):
                 a = math.sqrt((4.0 * ell * ell - 1) / (ell * ell - m * m))
-                row = _mulx(A[p + ell - m - 1])
+                row = np.zeros(L + 1)  # z q_{l-1,m}: chebmulx trims trailing zeros, so placed into a full row
+                zq = chebyshev.chebmulx(A[p + ell - m - 1])
+                row[: zq.size] = zq
                 if ell - 2 >= m:
                     b = math.sqrt(((ell - 1.0) ** 2 - m * m) / (4.0 * (ell - 1) ** 2 - 1))
                     row -= b * A[p + ell - m - 2]
