@@ -347,7 +347,7 @@ class SpectralAttention:
             Tangent vectors, to absolute accuracy ``tol`` (see :attr:`last_lmax`).
         """
         if as_bool(check, "check"):
-            x = as_points(x, "x", self.d)
+            x = as_points(x, "x", self.d, copy=False)  # only read here
         else:
             x = np.ascontiguousarray(x, dtype=np.float64)
         n = x.shape[0]

@@ -372,3 +372,33 @@ def test_minimum_lmax_is_where_the_solver_stops_refusing(kappa, d):
     with pytest.raises(ValueError, match=f"use lmax >= {m}"):
         solve_spde(v, None, lmax=m - 1, **run)
     solve_spde(v, None, lmax=m, **run)
+
+
+# -- 9. points: one pass for the norm and the finiteness checks ------------------------------------------------
+
+
+def test_as_points_finiteness_rides_on_the_norm_check_and_copy_is_honoured():
+    """A NaN or an infinity anywhere is named as such (not as a norm error), a finite row whose |x|² overflows
+    is a norm error, and ``copy=False`` returns the caller's C-contiguous float64 array itself."""
+    x = VonMisesFisher([0, 0, 1.0], 1.0).sample(50, seed=0)
+    for bad in (np.nan, np.inf, -np.inf):
+        for j in range(3):
+            y = x.copy()
+            y[17, j] = bad
+            with pytest.raises(ValueError, match="x contains NaN or infinite values"):
+                as_points(y, "x")
+            with pytest.raises(ValueError, match="x contains NaN or infinite values"):
+                SpectralAttention(3, 1.0).velocity(y)
+    y = x.copy()
+    y[3] = [1e200, 0.0, 0.0]  # finite, |x|² = inf
+    with pytest.raises(ValueError, match="must be unit vectors"):
+        as_points(y, "x")
+    y = x.copy()
+    y[5] *= 1.0 + 1e-6
+    with pytest.raises(ValueError, match="must be unit vectors"):
+        as_points(y, "x")
+    got = as_points(x, "x")
+    assert got is not x and np.array_equal(got, x)
+    assert as_points(x, "x", copy=False) is x
+    assert as_points(np.asfortranarray(x), "x", copy=False).flags.c_contiguous
+    assert np.array_equal(as_points(x.astype(np.float32), "x", unit_tol=1e-6, copy=False), x.astype(np.float32))

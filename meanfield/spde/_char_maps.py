@@ -322,13 +322,20 @@ class Step:
         self.dt, self.att_coeffs, self.noise = dt, att_coeffs, noise
 
 
-def apply_step(step: Step, attention: Attention | None, x: np.ndarray, jac: bool = True):
+def apply_step(step: Step, attention: Attention | None, x: np.ndarray, jac: bool = True, det: bool = False,
+               carry: np.ndarray | None = None):
     """y = T(x) (N, d) and, if ``jac``, the tangent Jacobian matrix DT(x) (N, d, d).
 
     The transforms run over all points at once; the elementwise rest runs in row blocks
     (:func:`parallel_rows`): the same numbers as whole-array operations, but its two dozen
     (N,)-vector temporaries stay in cache, on every thread (a step of 10^5 nodes on S^2:
     50 against 42-43 ms on 2 cores, measured).
+
+    With ``jac``, two more products are formed in the same blocks while DT is in cache:
+    ``carry`` (N, d, k): DT @ carry is returned in place of DT, and DT itself is not stored;
+    ``det``: the oriented volume factor of DT (:func:`volume_factor`, (N,)) is returned third.
+    As separate passes over the (N, 3, 3) stack they took 11 % and 4 % of a step at 10^5 nodes
+    on S^2 (measured).
     """
     n, d = x.shape
     att = None
@@ -338,11 +345,14 @@ def apply_step(step: Step, attention: Attention | None, x: np.ndarray, jac: bool
     flow = ns is not None and ns.kind == "flow"
     noi = ns.evaluate(x, jac) if ns is not None and not flow else None
     y = np.empty((n, d))
-    DT = stack(n, d, d) if jac else None
+    keep = jac and carry is None
+    DT = stack(n, d, d) if keep else None
+    out = stack(n, d, carry.shape[2]) if jac and carry is not None else None
+    vol = np.empty(n) if det and jac else None
 
     def rows(s: int, e: int) -> None:
         z = x[s:e].copy()
-        M = DT[s:e] if jac else None
+        M = (DT[s:e] if keep else stack(e - s, d, d)) if jac else None
         if att is not None:
             v, Dv = attention.velocity_rows(att, x, s, e, jac)
             z += step.dt * v
@@ -365,15 +375,47 @@ def apply_step(step: Step, attention: Attention | None, x: np.ndarray, jac: bool
             if jac:
                 M[...] = np.einsum("ab,nbc->nac", ns.R, M)
         y[s:e] = ys
+        if vol is not None:
+            vol[s:e] = volume_factor(M, x[s:e], ys)
+        if out is not None:
+            out[s:e] = matmat(M, carry[s:e])
 
     parallel_rows(rows, n)
-    return y, DT
+    J = DT if out is None else out
+    return (y, J, vol) if det and jac else (y, J)
 
 
-def step_log_det(DT: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """log det of DT as a map T_x S -> T_y S between oriented orthonormal frames; -inf or NaN if it folds."""
-    F = matmat(DT, frame(x))
-    det = tangent_det(F, y)
+def volume_factor(DT: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Oriented volume factor of DT as a map T_x S -> T_y S, (N,): :func:`tangent_det` of DT applied to :func:`frame`.
+
+    On S^2, with the frame's e_1 × e_2 = x and (A a) × (A b) = cof(A) (a × b) for any 3 x 3
+    matrix A, it is y · cof(DT) x: nine 2 x 2 minors, no frame (the same number up to
+    round-off, 40 % fewer vector operations).
+    """
+    if x.shape[1] != 3:
+        return tangent_det(matmat(DT, frame(x)), y)
+    out = np.zeros(x.shape[0])
+    for i in range(3):
+        i1, i2 = (i + 1) % 3, (i + 2) % 3
+        ci = np.zeros(x.shape[0])  # (cof(DT) x)_i = Σ_j (DT_{i1 j1} DT_{i2 j2} - DT_{i1 j2} DT_{i2 j1}) x_j
+        for j in range(3):
+            j1, j2 = (j + 1) % 3, (j + 2) % 3
+            minor = DT[:, i1, j1] * DT[:, i2, j2]
+            minor -= DT[:, i1, j2] * DT[:, i2, j1]
+            minor *= x[:, j]
+            ci += minor
+        ci *= y[:, i]
+        out += ci
+    return out
+
+
+def step_log_det(DT: np.ndarray | None, x: np.ndarray, y: np.ndarray, det: np.ndarray | None = None) -> np.ndarray:
+    """log det of DT as a map T_x S -> T_y S between oriented orthonormal frames; -inf or NaN if it folds.
+
+    ``det``: the volume factor if the caller has it (``apply_step(..., det=True)``).
+    """
+    if det is None:
+        det = volume_factor(DT, x, y)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(det > 0, np.log(np.where(det > 0, det, 1.0)), -np.inf), det
 
@@ -412,6 +454,6 @@ def invert_step(step: Step, attention: Attention | None, y: np.ndarray, *, tol: 
         res[act] = nr
         idx = np.nonzero(act)[0]
         done[idx[(nr < tol) | stalled]] = True
-    Tx, DT = apply_step(step, attention, x, jac=True)
-    logdet, _ = step_log_det(DT, x, Tx)
+    Tx, DT, det = apply_step(step, attention, x, jac=True, det=True)
+    logdet, _ = step_log_det(DT, x, Tx, det)
     return x, logdet, np.linalg.norm(Tx - y, axis=1)

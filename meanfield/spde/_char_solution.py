@@ -235,9 +235,9 @@ class CharacteristicsSolution:
         k_end = int(self._k[range(len(self))[i]])
         D = np.broadcast_to(np.eye(self.d), (y.shape[0], self.d, self.d)).copy() if jac else None
         for k in range(k_end):
-            y, DT = apply_step(self._steps[k], self._att, y, jac=jac)
+            y, J = apply_step(self._steps[k], self._att, y, jac=jac, carry=D)
             if jac:
-                D = matmat(DT, D)
+                D = J  # DT @ D, formed in apply_step's row blocks
         return (y, D) if jac else y
 
     def fine_cloud(self, i: int, *, M: int | None = None, n_lat: int | None = None, sub: int = 4,

@@ -62,7 +62,7 @@ import numpy as np
 
 from ._char_cells import Cells
 from ._char_direct import DirectAttention
-from ._char_maps import Attention, NoiseStep, Step, apply_step, matmat, step_log_det
+from ._char_maps import Attention, NoiseStep, Step, apply_step, step_log_det
 from ._char_solution import CharacteristicsError, CharacteristicsSolution
 from ._initial import InitialCondition, as_initial_condition
 from .._validate import as_beta, as_bool, as_float, as_int, as_matrix
@@ -154,8 +154,8 @@ class _State:
 def _advance(x, C, logJ, steps, attention, t_of):
     """Carry nodes through ``steps`` (list of Step); raise on folding."""
     for k, st in enumerate(steps):
-        y, DT = apply_step(st, attention, x, jac=True)
-        ld, det = step_log_det(DT, x, y)
+        y, C_new, det = apply_step(st, attention, x, jac=True, det=True, carry=C)
+        ld, det = step_log_det(None, x, y, det)
         if not np.all(det > 0) or not np.all(np.isfinite(y)):
             bad = int(np.sum(~(det > 0)))
             raise CharacteristicsError(
@@ -163,7 +163,7 @@ def _advance(x, C, logJ, steps, attention, t_of):
                 f"min det = {np.nanmin(det):.3g}; the noise increment is too large for one step "
                 f"— use a smaller dt (now {st.dt:g}), e.g. dt = {st.dt / 4:g}",
                 t_of(k), "fold")
-        C = matmat(DT, C)
+        C = C_new
         logJ = logJ + ld
         x = y
     return x, C, logJ

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from meanfield.spde._char_maps import (Attention, NoiseStep, Step, apply_step, frame, matmat, matvec, project_points,
-                                      stack, step_log_det, sub_outer, tangent_det, vecmat)
+                                      stack, step_log_det, sub_outer, tangent_det, vecmat, volume_factor)
 from meanfield.attention import gap_energy
 from meanfield.attention_spectral import SpectralAttention
 from meanfield.spde import CharacteristicsError, CharacteristicsSolution, solve_characteristics
@@ -106,6 +106,53 @@ def test_frame_is_oriented_orthonormal_and_log_det_is_the_tangent_determinant():
     assert np.all(np.abs(ld - np.log(detB)) <= 64 * 2.0**-52 * scale / detB)
 
 
+def test_volume_factor_is_the_frame_determinant_for_any_matrix():
+    """On S^2 the volume factor is y · cof(A) x (no frame); for *any* 3 x 3 matrix A, also one that
+    does not map T_x S into T_y S, it equals det[A e_1, A e_2, y] with the frame's e_1 × e_2 = x,
+    because (A a) × (A b) = cof(A)(a × b). Both are sums of 18 products of three factors (two
+    entries of A of size <= a and one unit component) formed in different orders; their difference
+    measured at most 0.7 u 6 a² (u = 2^-52) over 2·10^4 matrices, so 4 u 6 a² bounds it. On S^1 and
+    S^3 it is the frame route itself."""
+    rng = np.random.default_rng(11)
+    n = 2000
+    x, _ = project_points(rng.standard_normal((n, 3)))
+    x[:300, :2] *= 1e-3  # the polar chart of the frame
+    x, _ = project_points(x)
+    y, _ = project_points(rng.standard_normal((n, 3)))
+    A = rng.standard_normal((n, 3, 3)) * rng.uniform(0.1, 10.0, (n, 1, 1))
+    got = volume_factor(A, x, y)
+    ref = tangent_det(matmat(A, frame(x)), y)
+    a = np.abs(A).max(axis=(1, 2))
+    assert np.all(np.abs(got - ref) <= 4 * 2.0**-52 * 6 * a * a)
+    assert np.abs(got - ref).max() > 0  # the two routes are distinct computations
+    for d in (2, 4):
+        xd, _ = project_points(rng.standard_normal((50, d)))
+        yd, _ = project_points(rng.standard_normal((50, d)))
+        Ad = rng.standard_normal((50, d, d))
+        assert np.array_equal(volume_factor(Ad, xd, yd), tangent_det(matmat(Ad, frame(xd)), yd))
+
+
+@pytest.mark.parametrize("d", [2, 3])
+def test_step_products_in_blocks_equal_the_separate_passes(d):
+    """apply_step(det=True, carry=C): the volume factor and DT @ C formed in the row blocks are the
+    bits of volume_factor(DT, x, y) and matmat(DT, C) over whole arrays (elementwise per row)."""
+    rng = np.random.default_rng(5)
+    mu = [0, 0, 1.0] if d == 3 else [1.0, 0]
+    x = VonMisesFisher(mu, 4.0).sample(9000, seed=2)
+    att = Attention(d, 1.0, None, 1e-10)
+    st = Step(H, att.coefficients(x, rng.uniform(0.5, 1.5, 9000)), NoiseStep(_noise(1.0, d=d).field(0.0, H), d, 1e-12))
+    C = rng.standard_normal((9000, d, d - 1))
+    y, DT = apply_step(st, att, x)
+    y2, DC, det = apply_step(st, att, x, det=True, carry=C)
+    assert np.array_equal(y, y2)
+    assert np.array_equal(det, volume_factor(DT, x, y))
+    assert np.array_equal(DC, matmat(DT, C))
+    y3, DT3, det3 = apply_step(st, att, x, det=True)
+    assert np.array_equal(DT3, DT) and np.array_equal(det3, det)
+    ld, det4 = step_log_det(None, x, y, det)
+    assert det4 is det and np.array_equal(ld, step_log_det(DT, x, y)[0])
+
+
 @pytest.mark.parametrize("d", [2, 3])
 @pytest.mark.parametrize("V", [None, "random"])
 def test_step_jacobian_matches_finite_differences(d, V):
@@ -149,13 +196,17 @@ def test_step_rows_do_not_depend_on_blocks_or_threads(monkeypatch, V):
     # velocity_rows divides the Hessian's rows in place: every replay gets a fresh copy
     monkeypatch.setattr(att, "fields", lambda *a: tuple(None if f is None else f.copy() for f in fields))
     monkeypatch.setattr(ns, "evaluate", lambda *a: noise)
-    out = []
+    out, fused = [], []
+    C = rng.standard_normal((n, 3, 2))
     for n_threads, rows in [("1", 1 << 20), ("2", threads.CACHE_ROWS), ("2", 1000)]:
         monkeypatch.setenv("MEANFIELD_NUM_THREADS", n_threads)
         monkeypatch.setattr(threads, "CACHE_ROWS", rows)
         out.append(apply_step(st, att, x))
+        fused.append(apply_step(st, att, x, det=True, carry=C))
     for y, DT in out[1:]:
         assert np.array_equal(y, out[0][0]) and np.array_equal(DT, out[0][1])
+    for got in fused[1:]:
+        assert all(np.array_equal(a, b) for a, b in zip(got, fused[0]))
 
 
 @pytest.mark.parametrize("d", [2, 3])
