@@ -155,6 +155,9 @@ def _advance(x, C, logJ, steps, attention, t_of):
     """Carry nodes through ``steps`` (list of Step); raise on folding."""
     for k, st in enumerate(steps):
         y, C_new, det = apply_step(st, attention, x, jac=True, det=True, carry=C)
+        # read-only: the next step's attention adjoint and Hessian then share one set of angles
+        # (meanfield.sphere.s2_points remembers arrays that cannot change)
+        y.flags.writeable = False
         ld, det = step_log_det(None, x, y, det)
         if not np.all(det > 0) or not np.all(np.isfinite(y)):
             bad = int(np.sum(~(det > 0)))

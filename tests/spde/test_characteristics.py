@@ -153,6 +153,24 @@ def test_step_products_in_blocks_equal_the_separate_passes(d):
     assert det4 is det and np.array_equal(ld, step_log_det(DT, x, y)[0])
 
 
+def test_carried_nodes_are_read_only_so_a_step_computes_their_angles_once():
+    """The positions a step returns cannot change, so the next step's attention adjoint and Hessian get
+    the same S2Points (angles computed once); the log-dets and C are those of the separate passes."""
+    from meanfield.spde._characteristics import _advance
+    from meanfield.sphere._points import s2_points
+
+    rng = np.random.default_rng(8)
+    x = VonMisesFisher([0, 0, 1.0], 2.0).sample(3000, seed=3)
+    att = Attention(3, 1.0, None, 1e-10)
+    st = Step(H, att.coefficients(x, rng.uniform(0.5, 1.5, 3000)), NoiseStep(_noise(1.0).field(0.0, H), 3, 1e-12))
+    C = rng.standard_normal((3000, 3, 2))
+    y, C1, ld = _advance(x, C, np.zeros(3000), [st], att, lambda k: H)
+    assert not y.flags.writeable and s2_points(y) is s2_points(y)
+    y0, DT = apply_step(st, att, x)
+    assert np.array_equal(y, y0) and np.array_equal(C1, matmat(DT, C))
+    assert np.array_equal(ld, step_log_det(DT, x, y0)[0])
+
+
 @pytest.mark.parametrize("d", [2, 3])
 @pytest.mark.parametrize("V", [None, "random"])
 def test_step_jacobian_matches_finite_differences(d, V):
