@@ -409,13 +409,13 @@ def volume_factor(DT: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return out
 
 
-def step_log_det(DT: np.ndarray | None, x: np.ndarray, y: np.ndarray, det: np.ndarray | None = None) -> np.ndarray:
-    """log det of DT as a map T_x S -> T_y S between oriented orthonormal frames; -inf or NaN if it folds.
+def step_log_det(DT: np.ndarray, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """log det of DT as a map T_x S -> T_y S between oriented orthonormal frames; -inf or NaN if it folds."""
+    return log_volume(volume_factor(DT, x, y))
 
-    ``det``: the volume factor if the caller has it (``apply_step(..., det=True)``).
-    """
-    if det is None:
-        det = volume_factor(DT, x, y)
+
+def log_volume(det: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(log det, det) for volume factors det (N,) (:func:`volume_factor`): -inf where det <= 0, NaN where det is."""
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(det > 0, np.log(np.where(det > 0, det, 1.0)), -np.inf), det
 
@@ -454,6 +454,6 @@ def invert_step(step: Step, attention: Attention | None, y: np.ndarray, *, tol: 
         res[act] = nr
         idx = np.nonzero(act)[0]
         done[idx[(nr < tol) | stalled]] = True
-    Tx, DT, det = apply_step(step, attention, x, jac=True, det=True)
-    logdet, _ = step_log_det(DT, x, Tx, det)
+    Tx, _, det = apply_step(step, attention, x, jac=True, det=True)
+    logdet, _ = log_volume(det)
     return x, logdet, np.linalg.norm(Tx - y, axis=1)

@@ -62,7 +62,7 @@ import numpy as np
 
 from ._char_cells import Cells
 from ._char_direct import DirectAttention
-from ._char_maps import Attention, NoiseStep, Step, apply_step, step_log_det
+from ._char_maps import Attention, NoiseStep, Step, apply_step, log_volume
 from ._char_solution import CharacteristicsError, CharacteristicsSolution
 from ._initial import InitialCondition, as_initial_condition
 from .._validate import as_beta, as_bool, as_float, as_int, as_matrix
@@ -158,7 +158,7 @@ def _advance(x, C, logJ, steps, attention, t_of):
         # read-only: the next step's attention adjoint and Hessian then share one set of angles
         # (meanfield.sphere.s2_points remembers arrays that cannot change)
         y.flags.writeable = False
-        ld, det = step_log_det(None, x, y, det)
+        ld, det = log_volume(det)
         if not np.all(det > 0) or not np.all(np.isfinite(y)):
             bad = int(np.sum(~(det > 0)))
             raise CharacteristicsError(
