@@ -17,6 +17,7 @@ truncation of the Hermite series.
 from __future__ import annotations
 
 import abc
+import functools
 import math
 from dataclasses import dataclass
 from typing import Callable
@@ -138,8 +139,15 @@ def _largest_lmax(n_panels: int | None) -> int:
     return lo
 
 
-#: Gauss–Hermite nodes used to probe a user activation (its inputs are s z, s² = σ_w² + σ_b²).
-_PROBE_NODES = np.polynomial.hermite_e.hermegauss(128)[0]
+@functools.cache
+def _probe_nodes() -> np.ndarray:
+    """Gauss–Hermite nodes used to probe a user activation (its inputs are s z, s² = σ_w² + σ_b²).
+
+    Made on first use, not at import: the eigenvalue problem behind them is a threaded BLAS
+    call, after which OpenBLAS's threads spin for about 0.1 s on the cores that the first
+    transforms of a run need (see :func:`meanfield._threads.one_blas_thread`).
+    """
+    return np.polynomial.hermite_e.hermegauss(128)[0]
 
 
 def _probe(fun: Callable, label: str, s: float) -> None:
@@ -148,7 +156,7 @@ def _probe(fun: Callable, label: str, s: float) -> None:
     The inputs are s z for z on a 128-node Gauss–Hermite grid and on a uniform grid of the
     integration range |z| <= 40 of :func:`_gauss_expect`.
     """
-    z = np.unique(np.concatenate([_PROBE_NODES, np.linspace(-40.0, 40.0, 321)]))
+    z = np.unique(np.concatenate([_probe_nodes(), np.linspace(-40.0, 40.0, 321)]))
     u = s * z
     try:
         with np.errstate(all="ignore"):

@@ -65,6 +65,7 @@ from ._char_direct import DirectAttention
 from ._char_maps import Attention, NoiseStep, Step, apply_step, log_volume
 from ._char_solution import CharacteristicsError, CharacteristicsSolution
 from ._initial import InitialCondition, as_initial_condition
+from .._threads import one_blas_thread
 from .._validate import as_beta, as_bool, as_float, as_int, as_matrix
 from ..noise import noise_dimension
 from ..harmonics import sphere_area
@@ -84,6 +85,13 @@ DEFAULT_M_ANY_D = 8192
 # ----------------------------------------------------------------------------------------
 # inputs
 # ----------------------------------------------------------------------------------------
+
+
+def _dot(a: np.ndarray, b: np.ndarray) -> float:
+    """a · b with BLAS on one thread: the bits of the study runner's single-thread tasks, and no
+    OpenBLAS threads left spinning on the cores of the next step's transforms."""
+    with one_blas_thread():
+        return float(np.dot(a, b))
 
 
 def _initial_density(rho0, d: int):
@@ -416,7 +424,7 @@ def solve_characteristics(
         J = np.exp(state.logJ)
         diag = {
             "t": t, "n_nodes": len(state.cells), "n_splits": n_splits,
-            "area_defect": float(abs(np.dot(state.cells.w, J) - area) / area),
+            "area_defect": float(abs(_dot(state.cells.w, J) - area) / area),
             "unresolved_mass": float(state.mass[state.unresolved(split_threshold, diam)].sum()),
             "max_cell_length": float(diam.max()), "min_log_jacobian": float(state.logJ.min()),
             "max_log_jacobian": float(state.logJ.max()), "max_depth": int(state.cells.depth.max()),

@@ -254,7 +254,7 @@ class LowDegreeS2:
                 self._tables(x, s, e, tab)
                 Tw = np.multiply(tab[3 : L + 4], w[s:e], out=self._work("Tw", (L + 1, e - s)))
                 np.matmul(Tw, tab[L + 4 :].T, out=part[i])
-        mu = self._amap @ part.sum(axis=0).ravel()
+            mu = self._amap @ part.sum(axis=0).ravel()
         return (mu, (n, store, getattr(self._local, "stamp", 0))) if keep else mu
 
     def _weights(self, alm: np.ndarray, grad: bool) -> np.ndarray:
