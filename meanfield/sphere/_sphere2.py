@@ -22,6 +22,18 @@ NUFFT_EPS = 1e-12
 #: Legendre work n_θ (lmax + 1)² below which the ring coefficients of a field are computed on one thread.
 LEG_SERIAL_WORK = 1 << 20
 
+#: Maps times grid nodes below which a transform on the Gauss–Legendre grid runs on one thread. Waking
+#: a second thread costs about 50 us when the call follows other work, as inside a solver's step.
+#: Measured with ducc0 0.42 on 2 shared cores, median of calls each after 0.1 ms of NumPy work, one
+#: thread against two: at lmax 64 (Q = 19600) the synthesis 101 against 153 us, the analysis 102
+#: against 153 us, the spin-1 divergence (2 maps) 192 against 223 us; at lmax 96 (Q = 43800) the
+#: synthesis 215 against 212 us and the divergence 417 against 408 us; at lmax 128 two threads win
+#: every call (the synthesis 404 against 342 us, three maps from ring coefficients 539 against 388 us).
+#: The exponential SPDE step at lmax 64 took 0.96 ms with two threads for every transform, 0.84 ms
+#: with this bound at 49152 (three maps from ring coefficients still on two threads) and 0.78 ms
+#: at 65536, as with one thread for all; at lmax 96 1.52-1.59 ms whatever the bound.
+GRID_SERIAL_WORK = 1 << 16
+
 
 #: Values alone (no gradients) of degree-6 fields: the polynomial form and ducc0 cost about the
 #: same at accuracy 1e-12 (8.5 against 8.3 ms for 3 fields at 1e5 points) but ducc0 is 10-25 %
@@ -261,6 +273,10 @@ class S2Grid(Grid):
         # asked at every transform, so that a grid built outside deterministic() obeys it inside
         return default_threads()
 
+    def _threads(self, maps: int = 1) -> int:
+        """Threads for a transform of ``maps`` maps on this grid: one below :data:`GRID_SERIAL_WORK`."""
+        return self.nthreads if maps * self.Q >= GRID_SERIAL_WORK else 1
+
     @functools.cached_property
     def loc(self) -> np.ndarray:
         """(colatitude, longitude) of the nodes, shape (Q, 2)."""
@@ -272,7 +288,7 @@ class S2Grid(Grid):
 
     def _synth(self, alm, spin, lmax, out=None):
         return ducc0.sht.synthesis_2d(alm=alm, spin=spin, lmax=lmax, geometry="GL", ntheta=self.nlat,
-                                      nphi=self.nphi, nthreads=self.nthreads, map=out)
+                                      nphi=self.nphi, nthreads=self._threads(1 + (spin > 0)), map=out)
 
     def synth(self, c, *, out=None):
         if out is None:
@@ -282,7 +298,7 @@ class S2Grid(Grid):
 
     def analysis(self, f):
         return ducc0.sht.analysis_2d(map=f.reshape(1, self.nlat, self.nphi), spin=0, lmax=self.lmax,
-                                     geometry="GL", nthreads=self.nthreads)[0]
+                                     geometry="GL", nthreads=self._threads())[0]
 
     def frame(self):
         return [self.e_theta, self.e_phi]
@@ -290,7 +306,7 @@ class S2Grid(Grid):
     def gradient(self, c):
         # DERIV1: the gradient part only (no curl coefficients), sqrt(l(l+1)) applied by ducc0
         g = ducc0.sht.synthesis_2d(alm=c[None], spin=1, lmax=self.lmax, geometry="GL", ntheta=self.nlat,
-                                   nphi=self.nphi, nthreads=self.nthreads, mode="DERIV1")
+                                   nphi=self.nphi, nthreads=self._threads(2), mode="DERIV1")
         return [g[0].ravel(), g[1].ravel()]
 
     def divergence(self, comps, *, weighted=False):
@@ -307,7 +323,7 @@ class S2Grid(Grid):
                 else:
                     np.multiply(comps[k].reshape(self.nlat, self.nphi), self._w2, out=m[k])
         e = ducc0.sht.experimental.adjoint_synthesis_2d(map=m, spin=1, lmax=self.lmax, geometry="GL",
-                                                        nthreads=self.nthreads, mode="DERIV1")[0]
+                                                        nthreads=self._threads(2), mode="DERIV1")[0]
         return np.negative(e, out=e)
 
     @functools.cached_property
@@ -320,7 +336,8 @@ class S2Grid(Grid):
                 "ringstart": np.arange(self.nlat, dtype=np.uintp) * np.uintp(self.nphi)}
 
     def _leg2map(self, leg: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        return ducc0.sht.experimental.leg2map(leg=leg, nthreads=self.nthreads, map=out, **self._rings)
+        return ducc0.sht.experimental.leg2map(leg=leg, nthreads=self._threads(leg.shape[0]), map=out,
+                                              **self._rings)
 
     def _leg_threads(self, lmax: int) -> int:
         # the Legendre part of a low-degree field is tiny (n_θ lmax² operations): threads cost more there

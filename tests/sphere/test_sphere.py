@@ -292,3 +292,40 @@ def test_deterministic_point_synthesis_equals_synthesis_general(lmax):
                                                 nthreads=1)[0] for a in alm])
     assert got.shape == (3, 700)
     assert np.abs(got - ref).max() <= 1e-11 * np.abs(ref).max()
+
+
+def test_small_grid_transforms_run_on_one_thread_and_give_the_bits_of_two(monkeypatch):
+    """S2Grid runs a transform of k maps on one thread while k Q < GRID_SERIAL_WORK, else on
+    default_threads(); the synthesis, analysis, gradient, divergence and maps from ring coefficients
+    give the same bits on one thread and on two, so the bound changes times only."""
+    import ducc0
+
+    from meanfield.sphere import _sphere2
+
+    monkeypatch.setenv("MEANFIELD_NUM_THREADS", "2")
+    small, big = basis(3, 64).grid(), basis(3, 128).grid()
+    assert 3 * small.Q < _sphere2.GRID_SERIAL_WORK <= 4 * small.Q and big.Q >= _sphere2.GRID_SERIAL_WORK
+    assert [small._threads(k) for k in (1, 2, 3, 4)] == [1, 1, 1, 2] and big._threads() == 2
+    seen = []
+    real = ducc0.sht.synthesis_2d
+    monkeypatch.setattr(ducc0.sht, "synthesis_2d", lambda **kw: seen.append(kw["nthreads"]) or real(**kw))
+    small.synth(small.basis.zeros())
+    big.synth(big.basis.zeros())
+    assert seen == [1, 2]
+    results = {}
+    for n in ("1", "2"):
+        monkeypatch.setenv("MEANFIELD_NUM_THREADS", n)
+        monkeypatch.setattr(_sphere2, "GRID_SERIAL_WORK", 1)  # every call on n threads
+        rng = np.random.default_rng(3)
+        out = []
+        for g in (small, big):
+            f = np.abs(rng.normal(size=g.Q))
+            c = g.analysis(f)
+            comps = np.stack(g.gradient(c))
+            leg = rng.normal(size=(3, g.nlat, 20)) + 1j * rng.normal(size=(3, g.nlat, 20))
+            leg[:, :, 0] = leg[:, :, 0].real
+            out += [c, g.synth(c), comps, g.divergence(comps), g._leg2map(leg)]
+        results[n] = out
+    assert seen[2:] == [1] * 4 + [2] * 4  # synth and gradient of both grids, per thread count
+    for a, b in zip(results["1"], results["2"]):
+        assert np.array_equal(a, b)
