@@ -31,7 +31,8 @@ LEG_SERIAL_WORK = 1 << 20
 #: every call (the synthesis 404 against 342 us, three maps from ring coefficients 539 against 388 us).
 #: The exponential SPDE step at lmax 64 took 0.96 ms with two threads for every transform, 0.84 ms
 #: with this bound at 49152 (three maps from ring coefficients still on two threads) and 0.78 ms
-#: at 65536, as with one thread for all; at lmax 96 1.52-1.59 ms whatever the bound.
+#: at 65536, as with one thread for all; at lmax 96, 104 and 112 this bound was as fast as two threads for
+#: every transform (1.52-1.59, 1.62-1.71 and 1.96-2.01 ms). One map stays on one thread up to lmax 118.
 GRID_SERIAL_WORK = 1 << 16
 
 
