@@ -64,6 +64,13 @@ _BLOCK = 8192
 MAX_LMAX = 20
 #: Largest tables kept between the adjoint and the synthesis of the same points (bytes).
 _KEEP_BYTES = 32 << 20
+#: Multiply-adds of the synthesis' weight products (points x weight entries) below which its blocks
+#: stay on one thread: waking the pool's thread costs more than it saves there. Median of 100
+#: attention calls (β = 0.1) on 2 shared cores, blocks on one thread against two, in ms: L = 5
+#: (264 weight entries per point) 1.48 against 1.55-1.61 at N = 16385 and 1.69-1.73 against
+#: 1.78-1.81 at N = 2·10^4, but 2.41-2.65 against 2.25-2.32 at 3·10^4; L = 6 (364) 1.72-1.74
+#: against 1.70-1.75 at 16385; L = 7 (480) 1.90-1.95 against 1.83-1.85 at 16385.
+_SPLIT_WORK = 6_000_000
 
 
 @functools.lru_cache(maxsize=32)
@@ -319,12 +326,13 @@ class LowDegreeS2:
                                 out=self._work("acc", (nq, e - s)))
                 emit(s, e, acc, tab[:3])
 
-        # fixed blocks split over threads from three on (a block's matrix products dominate its
-        # time there; measured 2.11 against 2.26 ms at N = 2·10^4 and 4.9 against 6.1 ms at 6·10^4,
-        # L = 7), BLAS on one thread either way: the same numbers on any number of threads
+        # fixed blocks split over threads from three on when the products are large enough
+        # (_SPLIT_WORK; a block's matrix products dominate its time there: 2.11 against 2.26 ms at
+        # N = 2·10^4 and 4.9 against 6.1 ms at 6·10^4, L = 7), BLAS on one thread either way: the
+        # same numbers on any number of threads
         nb = -(-n // blk)
         with one_blas_thread():
-            parallel_rows(blocks, nb, block=nb, min_rows=3)
+            parallel_rows(blocks, nb, block=nb, min_rows=3 if n * W.size >= _SPLIT_WORK else nb + 1)
 
     def synthesis(self, alm: np.ndarray, x: np.ndarray, *, grad: bool = True, tables=None, check: bool = True):
         """Values (K, N) and, with ``grad``, surface gradients (K, N, 3) of K fields at the directions of x.

@@ -133,6 +133,25 @@ def test_same_numbers_whatever_the_thread_setting(monkeypatch):
         assert np.array_equal(got[0], ref[0]) and np.array_equal(got[1], ref[1])
 
 
+def test_synthesis_blocks_split_over_threads_only_for_large_products(monkeypatch):
+    """The synthesis' blocks go to the thread pool (from three blocks) only when points x weight
+    entries reach _SPLIT_WORK: at N = 2·10^4 the log-gradient at L = 5 stays on one thread and at L = 7
+    is split; the numbers are those of one thread either way (previous test)."""
+    from meanfield.sphere import _s2_exact
+
+    calls = []
+    real = _s2_exact.parallel_rows
+    monkeypatch.setattr(_s2_exact, "parallel_rows",
+                        lambda fn, n, **kw: calls.append((n, kw["min_rows"])) or real(fn, n, **kw))
+    rng = np.random.default_rng(8)
+    x = _cloud(rng, 20000)
+    for L in (5, 7):
+        LowDegreeS2(L).log_gradient(_alm(rng, 1, L)[0], x)
+    nb = -(-20000 // _s2_exact._BLOCK)
+    assert 20000 * 4 * 6 * 11 < _s2_exact._SPLIT_WORK <= 20000 * 4 * 8 * 15
+    assert calls == [(nb, nb + 1), (nb, 3)]
+
+
 def test_nonfinite_input_and_stale_tables_are_refused():
     t = LowDegreeS2(4)
     rng = np.random.default_rng(7)
