@@ -3,7 +3,8 @@
 After a product that OpenBLAS runs on several threads, its worker threads keep spinning for
 about 0.1 s in case another product follows; on a machine with few cores they take the
 cores that the next ducc0 transform or row-block pass wants (measured on 2 cores: the S^2
-SPDE steps of a short solve 1.3-1.7x slower, the exact S^2 attention at 10^5 points 1.27x).
+SPDE steps of a short solve at lmax 256 1.2-1.4x slower, the exact S^2 attention at degree 7
+and 10^5 points 1.2-1.7x).
 Each check runs in a fresh interpreter, waits for the spinning of its set-up to end, calls
 one public function and then counts the CPU time the process burns while it sleeps. A
 threaded product inside the call shows as tens of milliseconds of idle CPU; none shows as
