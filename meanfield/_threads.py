@@ -37,8 +37,12 @@ MAX_THREADS = 8
 #: at 5000 points one thread wins at every degree 6-128 (synthesis 0.23 against 0.41 ms at
 #: degree 6); at 20000 points one thread wins the adjoint at degrees 6 and 24 (1.24 against
 #: 1.43 ms) and two threads win it at degree 64 (1.15 against 1.36 ms); at 80000 points two
-#: threads win the synthesis at every degree (2.1 against 3.3 ms at degree 6).
-POINTS_PER_THREAD = 14000
+#: threads win the synthesis at every degree (2.1 against 3.3 ms at degree 6). Inside a solver's
+#: step, where each transform follows other work, one thread wins further: the particle step with
+#: noise (degree 6) and attention (degree 9 at β = 1) took 6.66 against 8.68 ms per step at 30000
+#: tokens, 9.64 against 10.12 ms at 40000 and 11.27 against 11.34 ms at 50000 (medians of 8
+#: alternations); the push-forward SPDE step at lmax 64 (19600 nodes) 2.26-2.33 against 2.36-2.55 ms.
+POINTS_PER_THREAD = 25000
 
 # A context variable, not a module flag: tasks running concurrently in threads of one
 # process (a threaded Dask worker) each keep their own setting.
