@@ -23,8 +23,8 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["default_threads", "deterministic", "is_deterministic", "point_threads", "parallel_rows", "MAX_THREADS",
-           "POINTS_PER_THREAD"]
+__all__ = ["default_threads", "deterministic", "is_deterministic", "point_threads", "grid_threads", "parallel_rows",
+           "MAX_THREADS", "POINTS_PER_THREAD", "GRID_SERIAL_WORK"]
 
 #: Upper bound of the default: the transforms used here stop scaling beyond it.
 MAX_THREADS = 8
@@ -43,6 +43,19 @@ MAX_THREADS = 8
 #: tokens, 9.64 against 10.12 ms at 40000 and 11.27 against 11.34 ms at 50000 (medians of 8
 #: alternations); the push-forward SPDE step at lmax 64 (19600 nodes) 2.26-2.33 against 2.36-2.55 ms.
 POINTS_PER_THREAD = 25000
+
+#: Maps times grid nodes below which a transform on a Gauss–Legendre grid runs on one thread. Waking
+#: a second thread costs about 50 us when the call follows other work, as inside a solver's step.
+#: Measured with ducc0 0.42 on 2 shared cores, median of calls each after 0.1 ms of NumPy work, one
+#: thread against two: at lmax 64 (Q = 19600) the synthesis 101 against 153 us, the analysis 102
+#: against 153 us, the spin-1 divergence (2 maps) 192 against 223 us; at lmax 96 (Q = 43800) the
+#: synthesis 215 against 212 us and the divergence 417 against 408 us; at lmax 128 two threads win
+#: every call (the synthesis 404 against 342 us, three maps from ring coefficients 539 against 388 us).
+#: The exponential SPDE step at lmax 64 took 0.96 ms with two threads for every transform, 0.84 ms
+#: with this bound at 49152 (three maps from ring coefficients still on two threads) and 0.78 ms
+#: at 65536, as with one thread for all; at lmax 96, 104 and 112 this bound was as fast as two threads for
+#: every transform (1.52-1.59, 1.62-1.71 and 1.96-2.01 ms). One map stays on one thread up to lmax 118.
+GRID_SERIAL_WORK = 1 << 16
 
 # A context variable, not a module flag: tasks running concurrently in threads of one
 # process (a threaded Dask worker) each keep their own setting.
@@ -113,6 +126,19 @@ def point_threads(n: int, lmax: int = 0) -> int:
     if blocks < 2:  # one thread whatever the setting: skip the affinity query (small transforms run often)
         return 1
     return min(default_threads(), blocks)
+
+
+def grid_threads(work: int) -> int:
+    """Threads for one transform on a quadrature grid: :func:`default_threads` once its work, maps x
+    grid nodes, reaches :data:`GRID_SERIAL_WORK`, else one.
+
+    Examples
+    --------
+    >>> from meanfield import grid_threads
+    >>> grid_threads(19600)  # one map at lmax 64 on S^2 (98 x 200 nodes)
+    1
+    """
+    return default_threads() if int(work) >= GRID_SERIAL_WORK else 1
 
 
 def default_threads() -> int:

@@ -8,7 +8,7 @@ import math
 import ducc0
 import numpy as np
 
-from .._threads import default_threads, parallel_rows, point_threads
+from .._threads import default_threads, grid_threads, parallel_rows, point_threads
 from ._points import S2Points, s2_points
 from ._quadrature import gauss_legendre
 from ._s2 import _complex_sh_cartesian, _real_to_alm, alm_index, alm_to_real, n_alm, real_basis_s2, real_to_alm, synthesis_at
@@ -21,19 +21,6 @@ NUFFT_EPS = 1e-12
 
 #: Legendre work n_θ (lmax + 1)² below which the ring coefficients of a field are computed on one thread.
 LEG_SERIAL_WORK = 1 << 20
-
-#: Maps times grid nodes below which a transform on the Gauss–Legendre grid runs on one thread. Waking
-#: a second thread costs about 50 us when the call follows other work, as inside a solver's step.
-#: Measured with ducc0 0.42 on 2 shared cores, median of calls each after 0.1 ms of NumPy work, one
-#: thread against two: at lmax 64 (Q = 19600) the synthesis 101 against 153 us, the analysis 102
-#: against 153 us, the spin-1 divergence (2 maps) 192 against 223 us; at lmax 96 (Q = 43800) the
-#: synthesis 215 against 212 us and the divergence 417 against 408 us; at lmax 128 two threads win
-#: every call (the synthesis 404 against 342 us, three maps from ring coefficients 539 against 388 us).
-#: The exponential SPDE step at lmax 64 took 0.96 ms with two threads for every transform, 0.84 ms
-#: with this bound at 49152 (three maps from ring coefficients still on two threads) and 0.78 ms
-#: at 65536, as with one thread for all; at lmax 96, 104 and 112 this bound was as fast as two threads for
-#: every transform (1.52-1.59, 1.62-1.71 and 1.96-2.01 ms). One map stays on one thread up to lmax 118.
-GRID_SERIAL_WORK = 1 << 16
 
 
 #: Values alone (no gradients) of degree-6 fields: the polynomial form and ducc0 cost about the
@@ -275,8 +262,8 @@ class S2Grid(Grid):
         return default_threads()
 
     def _threads(self, maps: int = 1) -> int:
-        """Threads for a transform of ``maps`` maps on this grid: one below :data:`GRID_SERIAL_WORK`."""
-        return self.nthreads if maps * self.Q >= GRID_SERIAL_WORK else 1
+        """Threads for a transform of ``maps`` maps on this grid (:func:`~meanfield._threads.grid_threads`)."""
+        return grid_threads(maps * self.Q)
 
     @functools.cached_property
     def loc(self) -> np.ndarray:

@@ -296,15 +296,16 @@ def test_deterministic_point_synthesis_equals_synthesis_general(lmax):
 
 def test_small_grid_transforms_run_on_one_thread_and_give_the_bits_of_two(monkeypatch):
     """S2Grid runs a transform of k maps on one thread while k Q < GRID_SERIAL_WORK, else on
-    default_threads(); the synthesis, analysis, gradient, divergence and maps from ring coefficients
-    give the same bits on one thread and on two, so the bound changes times only."""
+    default_threads() (grid_threads); the synthesis, analysis, gradient, divergence and maps
+    from ring coefficients give the same bits on one thread and on two, so the bound changes
+    times only."""
     import ducc0
 
-    from meanfield.sphere import _sphere2
+    from meanfield import _threads
 
     monkeypatch.setenv("MEANFIELD_NUM_THREADS", "2")
     small, big = basis(3, 64).grid(), basis(3, 128).grid()
-    assert 3 * small.Q < _sphere2.GRID_SERIAL_WORK <= 4 * small.Q and big.Q >= _sphere2.GRID_SERIAL_WORK
+    assert 3 * small.Q < _threads.GRID_SERIAL_WORK <= 4 * small.Q and big.Q >= _threads.GRID_SERIAL_WORK
     assert [small._threads(k) for k in (1, 2, 3, 4)] == [1, 1, 1, 2] and big._threads() == 2
     seen = []
     real = ducc0.sht.synthesis_2d
@@ -315,7 +316,7 @@ def test_small_grid_transforms_run_on_one_thread_and_give_the_bits_of_two(monkey
     results = {}
     for n in ("1", "2"):
         monkeypatch.setenv("MEANFIELD_NUM_THREADS", n)
-        monkeypatch.setattr(_sphere2, "GRID_SERIAL_WORK", 1)  # every call on n threads
+        monkeypatch.setattr(_threads, "GRID_SERIAL_WORK", 1)  # every call on n threads
         rng = np.random.default_rng(3)
         out = []
         for g in (small, big):
