@@ -273,9 +273,10 @@ def _split(fn, n: int, block: int, k: int) -> None:
 def one_blas_thread():
     """Context: the loaded BLAS libraries on one thread for the block, then as before (about 7 us).
 
-    For code whose small matrix products go through BLAS between threaded transforms: OpenBLAS
-    runs products above a size threshold on its threads, which then spin for a while on the
-    cores the next ducc0 transform wants (measured on 2 cores: 1.3-1.6x slower transforms after
+    For products that sit between threaded transforms (small matrix products, or a matrix-vector
+    product over the nodes of a grid): OpenBLAS runs products above a size threshold on its
+    threads, which then spin for about 0.1 s on the cores the next ducc0 transform wants (measured
+    on 2 cores: 1.3-1.6x slower transforms after
     threaded BLAS calls; ducc0's attention transforms at 10^6 points 140 against 86 ms when they
     alternated with the exact transforms' threaded products); and a product's last bits can
     depend on the number of threads (see :func:`native_threads`). Process-wide, like

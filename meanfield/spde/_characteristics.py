@@ -55,7 +55,6 @@ after splits and ``tol`` applies to the unresolved mass only (``area_tol`` is op
 
 from __future__ import annotations
 
-import math
 import time as _time
 
 import numpy as np
