@@ -123,7 +123,7 @@ def solve_spde(
     filter: int | None = None,
     tail_tol: float = 1e-4,
     neg_tol: float = 1e-3,
-    attention_tol: float = ATTENTION_TOL,
+    attention_tol: float | None = None,
     noise_map: str = "projected",
     d: int | None = None,
     t0: float = 0.0,
@@ -175,8 +175,11 @@ def solve_spde(
         Stop when the energy fraction in degrees l > 3 lmax / 4 exceeds this.
     neg_tol : float
         Stop when ∫ max(-ρ, 0) exceeds this.
-    attention_tol : float
-        Relative accuracy of the truncated attention convolution used to check lmax.
+    attention_tol : float, > 0, optional
+        Eulerian schemes: relative accuracy of the truncated attention convolution used to check
+        ``lmax`` (default 1e-8). ``scheme="characteristics"``: the absolute accuracy of its spectral
+        attention velocity, which fixes that velocity's degree (default 1e-10, see
+        :func:`solve_characteristics`).
     noise_map : {"projected", "flow"}
         Scheme (b) only. "projected": T(x) = Π(x + h v + ΔW(x)), the particles' map.
         "flow" (RotationNoise only): T(x) = exp(ΔΩ) Π(x + h v), an exact rotation.
@@ -230,6 +233,10 @@ def solve_spde(
         if as_float(t0, "t0", min_value=0.0) != 0.0:
             raise ValueError("t0 != 0 (restart) is available for the Eulerian schemes; the characteristics scheme "
                              "starts from rho0 at t = 0")
+        if attention_tol is not None:
+            options["attention_tol"] = attention_tol
+        if not as_bool(noise_on, "noise_on") and noise is not None:
+            noise, d = None, noise_dimension(noise, d)
         sol = solve_characteristics(rho0, noise, beta, t_eval, dt, V=V, attention=attention,
                                     noise_map=noise_map, d=d, progress=progress, **options)
         sol.lmax = as_int(lmax, "lmax", min_value=1)
@@ -266,6 +273,8 @@ def solve_spde(
         raise ValueError(f"t_eval reaches {t_start + t_final} beyond the noise path's t_max = {noise.t_max}")
     if V is not None:
         V = as_matrix(V, "V", d)
+    attention_tol = ATTENTION_TOL if attention_tol is None else as_float(
+        attention_tol, "attention_tol", min_value=0.0, strict_min=True)
     if attention:
         if beta == 0:
             raise ValueError("beta must be nonzero when attention is on (use attention=False for pure noise)")

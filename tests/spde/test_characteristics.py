@@ -634,6 +634,26 @@ def test_solve_spde_dispatches_to_the_characteristics_scheme(monkeypatch):
         solve_spde(rho0, noise, beta=1.0, lmax=16, dt=2**-5, t_eval=[0.25], scheme="lagrange")
 
 
+def test_solve_spde_passes_attention_tol_and_noise_on_to_the_characteristics_scheme(monkeypatch):
+    """attention_tol and noise_on of solve_spde reach the characteristics solver (they were once
+    dropped: a run at attention_tol = 1e-6 used degree 12, and noise_on=False kept the noise)."""
+    monkeypatch.setenv("MEANFIELD_NUM_THREADS", "1")
+    noise = NoisePath(ActivationKernel("relu"), d=3, lmax=4, seed=2, t_max=0.25)
+    rho0 = VonMisesFisher([0, 0, 1], 4.0)
+    kw = dict(beta=1.0, lmax=8, dt=2**-5, t_eval=[0.125], scheme="characteristics", n_lat=16)
+    a = solve_spde(rho0, noise, attention_tol=1e-6, **kw)
+    b = solve_characteristics(rho0, noise, 1.0, [0.125], 2**-5, n_lat=16, attention_tol=1e-6)
+    assert a.meta["attention_tol"] == 1e-6 and a.meta["attention_lmax"] == b.meta["attention_lmax"] < 12
+    assert np.array_equal(a.positions(-1), b.positions(-1))
+    assert solve_spde(rho0, noise, **kw).meta["attention_lmax"] == 12  # the characteristics default, 1e-10
+    quiet = solve_spde(rho0, noise, noise_on=False, **kw)
+    still = solve_characteristics(rho0, None, 1.0, [0.125], 2**-5, n_lat=16, d=3)
+    assert np.array_equal(quiet.positions(-1), still.positions(-1))
+    assert not np.array_equal(quiet.positions(-1), solve_spde(rho0, noise, **kw).positions(-1))
+    with pytest.raises(ValueError, match="attention_tol"):
+        solve_spde(rho0, noise, beta=1.0, lmax=16, dt=2**-5, t_eval=[0.25], attention_tol=-1.0)
+
+
 def test_save_load_and_cell_density(tmp_path):
     import matplotlib
 
