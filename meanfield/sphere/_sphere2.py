@@ -11,6 +11,7 @@ import numpy as np
 from .._threads import default_threads, grid_threads, parallel_rows, point_threads
 from ._points import S2Points, s2_points
 from ._quadrature import gauss_legendre
+from ._ring_frame import FRAME_TABLE_MAX_BYTES, gl_ring_frame_table, table_bytes
 from ._s2 import _complex_sh_cartesian, _real_to_alm, alm_index, alm_to_real, n_alm, real_basis_s2, real_to_alm, synthesis_at
 from .basis import Basis, Grid, register_basis, work_array
 
@@ -398,6 +399,12 @@ class S2Grid(Grid):
                 np.tile(self._phi, self.nlat))
 
     def _frame_legs(self, coeffs, lmax, radial=False):
+        # a low-degree field (the noise of a step): its kept table, 4x cheaper than what follows
+        if table_bytes(self.nlat, lmax, radial) <= FRAME_TABLE_MAX_BYTES:
+            return gl_ring_frame_table(self.nlat, int(lmax), bool(radial))(coeffs)
+        return self._frame_legs_ducc(coeffs, lmax, radial)
+
+    def _frame_legs_ducc(self, coeffs, lmax, radial=False):
         # F = (F_x, F_y, F_z) of degree lmax; per ring (Legendre coefficients in φ):
         # F_θ = cos θ Re U - sin θ F_z, F_φ = Im U and F_r = sin θ Re U + cos θ F_z with
         # U = e^{-iφ} (F_x + i F_y), a shift of the φ-Fourier coefficients by one, so the frame

@@ -200,6 +200,42 @@ def test_drift_from_ring_coefficients_equals_separate_maps(d, lmax, lf, lc):
     assert np.abs(U2[-1] - 0.7 * f * np.einsum("ij,ij->i", F, x)).max() < 1e-10 * scale
 
 
+@pytest.mark.parametrize("lmax, lf", [(64, 6), (24, 0), (24, 1), (40, 9), (128, 6)])
+def test_ring_frame_table_equals_the_legendre_transforms_and_direct_evaluation(lmax, lf, monkeypatch):
+    """The frame components of a low-degree field on the S^2 grid from the kept ring table
+    (RingFrameTable) equal those from three ducc0 Legendre transforms to round-off, and both equal
+    F·e_θ, F·e_φ, F·x evaluated at the nodes; with the table over its size limit the grid takes the
+    transforms."""
+    import meanfield.sphere._sphere2 as s2
+    from meanfield.sphere._ring_frame import RingFrameTable
+
+    g = basis(3, lmax).grid()
+    bf = basis(3, lf)
+    co = np.random.default_rng(lf).normal(size=(3, bf.n_real))
+    F = bf.real_basis(g.points) @ co.T  # (Q, 3) ambient field
+    exact = [np.einsum("ij,ij->i", F, e) for e in (g.e_theta, g.e_phi, g.points)]
+    for radial in (False, True):
+        table = g._frame_legs(co, lf, radial)
+        ducc = g._frame_legs_ducc(co, lf, radial)
+        assert table.shape == ducc.shape == (3 if radial else 2, g.nlat, lf + 2)
+        assert np.abs(table - ducc).max() < 1e-14 * np.abs(ducc).max()
+        maps = g._leg2map(np.ascontiguousarray(table))
+        for m, e in zip(maps, exact):
+            assert np.abs(m - e).max() < 1e-12 * np.abs(F).max()
+    calls = []
+    ducc_path = s2.S2Grid._frame_legs_ducc
+    monkeypatch.setattr(s2.S2Grid, "_frame_legs_ducc", lambda *a: calls.append(1) or ducc_path(*a))
+    fast = g.synth_real_frame(co, lf)
+    assert not calls
+    monkeypatch.setattr(s2, "FRAME_TABLE_MAX_BYTES", 0)
+    slow = g.synth_real_frame(co, lf)
+    assert calls
+    for a, b in zip(fast, slow):
+        assert np.abs(a - b).max() < 1e-14 * np.abs(F).max()
+    with pytest.raises(ValueError, match=r"coeffs must have shape \(3, \(lmax \+ 1\)\^2\)"):
+        RingFrameTable(g._theta[:4], lf, False)(co[:2])
+
+
 @pytest.mark.parametrize("d", [2, 3, 4])
 def test_f_over_weights_divides_f_by_the_weights_and_leaves_U(d):
     """With ``f_over_weights = k`` the first array is f / (k w) and U is unchanged, bit for bit: S^1
