@@ -48,6 +48,27 @@ def test_query_order_does_not_change_the_path():
     assert not np.array_equal(c.value(0.5), a.value(0.5))
 
 
+def test_a_used_tree_gives_the_values_of_a_fresh_one():
+    """A tree's values do not depend on what it was asked before or on what its cache still holds
+    (cache_bytes=0 keeps only 16 nodes): bit for bit those of a fresh tree, for stepper sequences at
+    dyadic and non-dyadic steps, times on interval ends, random orders, and a shallow max_depth
+    (linear interpolation below it)."""
+    rng = np.random.default_rng(4)
+    h = 2.0**-7
+    times = np.concatenate([
+        np.arange(0, 1 + h / 2, h),                # a stepper at a dyadic step, then back to the start
+        0.1 + 2.0**-12 * np.arange(40),            # steps from a non-dyadic time
+        [0.5, 0.25, 0.75, 0.5 - 2.0**-40, 0.5 + 2.0**-40, 2.0**-40, 1 - 2.0**-40],
+        rng.random(60),
+        np.sort(rng.random(60)),
+    ])
+    for depth, t_max in ((40, 1.0), (5, 2.0)):
+        tree = BrownianTree((3,), seed=3, t_max=t_max, max_depth=depth, cache_bytes=0)  # LRU evicts
+        for t in times * t_max:
+            fresh = BrownianTree((3,), seed=3, t_max=t_max, max_depth=depth)
+            assert np.array_equal(tree.value(t), fresh.value(t)), t
+
+
 def test_smaller_lmax_path_is_a_truncation():
     big = NoisePath(RELU, 3, 8, seed=5)
     small = NoisePath(RELU, 3, 4, seed=5)
