@@ -393,9 +393,11 @@ class S2Grid(Grid):
             np.sqrt(hor, out=hor)
             loc[s:e, 0] = np.arctan2(hor, z)
 
-        # in cache-sized blocks on one thread: split over two, the move took 1.14 against 0.91 ms at
-        # lmax 128 and 4.1 against 3.8 ms at 256 (short NumPy calls; two threads gain nothing here)
-        parallel_rows(rows, self.Q, min_rows=self.Q + 1)
+        # split over two threads although one is faster for the move alone (0.91 against 1.14 ms at
+        # lmax 128): on one, the push-forward step gained nothing and an exponential step run in the
+        # same process measured 10 % slower (2.34-2.41 against 2.08-2.13 ms at lmax 128), the second
+        # core then idling between the threaded transforms
+        parallel_rows(rows, self.Q)
         return S2Points.from_loc(loc)
 
     @functools.cached_property
