@@ -30,9 +30,10 @@ Rows (targets):
   the transforms they need;
 * SPDE step on S^2, exponential and push-forward: <= 3x one synthesis + analysis pair at
   lmax 64-256 (the pair timed between the solves like every reference; also against the
-  same pair timed ten times back to back into a kept map, its best case); on S^1 <= 10x an FFT pair; setup at lmax 256 <= 0.1 s; the push-forward step
-  also as a multiple of its own transform limit (the synthesis of ρ and one adjoint
-  non-uniform transform at the Q moved nodes);
+  same pair timed ten times back to back into a kept map, its best case); on S^1 <= 10x an
+  FFT pair; setup at lmax 256 <= 0.1 s; the push-forward step also as a multiple of its own
+  transform limit (the synthesis of ρ and one adjoint non-uniform transform at the Q moved
+  nodes);
 * characteristics scheme: <= 0.2 us per node per step at M = 10^5; ratio to its transforms
   (for the noise, values and gradients of its three components: ducc0's, or the exact
   polynomial evaluation where the timed package has it, ``Basis.polynomial``);

@@ -395,8 +395,8 @@ class S2Grid(Grid):
 
         # split over two threads although one is faster for the move alone (0.91 against 1.14 ms at
         # lmax 128): on one, the push-forward step gained nothing and an exponential step run in the
-        # same process measured 10 % slower (2.34-2.41 against 2.08-2.13 ms at lmax 128), the second
-        # core then idling between the threaded transforms
+        # same process measured 10 % slower (2.34-2.41 against 2.08-2.13 ms at lmax 128), probably
+        # because the second core then idles between the threaded transforms
         parallel_rows(rows, self.Q)
         return S2Points.from_loc(loc)
 
