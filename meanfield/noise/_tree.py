@@ -126,6 +126,11 @@ class BrownianTree:
         # recent query times: a stepper asks for t_n twice (end of one step, start of the next)
         self._recent: OrderedDict = OrderedDict()
         self._end = _quantise(math.sqrt(self.t_max) * self._normal(0, 0))
+        # the intervals of the last descent, level by level: (k, B at its left end, B at its right
+        # end) for [k 2^-j, (k+1) 2^-j] at index j. A stepper's next time lies in one of its
+        # deepest intervals, so the next descent resumes there. Replaced, never changed in place
+        # (a thread reads one consistent list).
+        self._path = [(0, np.zeros(self.size), self._end)]
 
     def _normal(self, level: int, index: int) -> np.ndarray:
         # Resetting one Philox's counter is 3x cheaper than building a generator per node
@@ -167,21 +172,31 @@ class BrownianTree:
             return np.zeros(self.size)
         if t >= self.t_max:
             return self._end
-        # interval [k 2^-j, (k+1) 2^-j] in units of t_max, with its end values
+        # interval [k 2^-j, (k+1) 2^-j] in units of t_max, with its end values: the deepest interval
+        # of the last descent that holds s inside (a descent from the root passes through it with
+        # the same k and end values, so the result is the same; the root holds every s in (0, 1))
         s = t / self.t_max
-        k, j = 0, 0
-        left, right = np.zeros(self.size), self._end
-        while j < self.max_depth:
-            j += 1
-            mid_index = 2 * k + 1  # the midpoint is node index k at level j, position (2k+1) 2^-j
-            mid_pos = mid_index * 2.0 ** (-j)
-            mid = self._node(j, k, left, right)
-            if s == mid_pos:
-                return mid
-            if s < mid_pos:
-                right, k = mid, 2 * k
-            else:
-                left, k = mid, 2 * k + 1
+        path = self._path
+        j = len(path) - 1
+        while j > 0 and not (path[j][0] * 2.0 ** (-j) < s < (path[j][0] + 1) * 2.0 ** (-j)):
+            j -= 1
+        k, left, right = path[j]
+        path = path[: j + 1]
+        try:
+            while j < self.max_depth:
+                j += 1
+                mid_index = 2 * k + 1  # the midpoint is node index k at level j, position (2k+1) 2^-j
+                mid_pos = mid_index * 2.0 ** (-j)
+                mid = self._node(j, k, left, right)
+                if s == mid_pos:
+                    return mid
+                if s < mid_pos:
+                    right, k = mid, 2 * k
+                else:
+                    left, k = mid, 2 * k + 1
+                path.append((k, left, right))
+        finally:
+            self._path = path
         # below the finest level: linear interpolation (a Wong–Zakai error of order t_max 2^-max_depth)
         frac = s * 2.0**j - k
         return _quantise(left + frac * (right - left))
