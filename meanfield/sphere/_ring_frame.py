@@ -113,9 +113,8 @@ class RingFrameTable:
         # λ_lm(θ_r) as [m, ring, l] (m = M + 1 zero), read off ducc0's transform of each unit coefficient
         ell, m_of = _real_alm_maps(M)[:2]
         lam = np.zeros((M + 2, nlat, M + 1))
-        unit = np.zeros((1, n_alm(M)), dtype=np.complex128)
         for p in range(n_alm(M)):
-            unit[0, p - 1] = 0.0
+            unit = np.zeros((1, n_alm(M)), dtype=np.complex128)
             unit[0, p] = 1.0
             leg = ducc0.sht.experimental.alm2leg(alm=unit, lmax=M, theta=theta, spin=0, nthreads=1)
             lam[m_of[p], :, ell[p]] = leg[0, :, m_of[p]].real
