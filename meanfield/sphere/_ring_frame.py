@@ -77,7 +77,9 @@ def _gather(lmax: int, nq: int) -> tuple[np.ndarray, np.ndarray]:
     idx = np.argsort(G == 0, axis=1, kind="stable")[:, :2]
     w = np.take_along_axis(G, idx, axis=1)
     idx[w == 0] = 0  # an unused second term reads entry 0 with weight 0
-    return np.ascontiguousarray(idx.T), np.ascontiguousarray(w.T)
+    idx, w = np.ascontiguousarray(idx.T), np.ascontiguousarray(w.T)
+    idx.flags.writeable = w.flags.writeable = False  # shared by every table of this degree
+    return idx, w
 
 
 class RingFrameTable:
@@ -125,6 +127,7 @@ class RingFrameTable:
                 np.concatenate([0.5 * up, -0.5 * down, 0.0 * same], axis=2),
                 np.concatenate([0.5 * s * up, 0.5 * s * down, c * same], axis=2)][:nq]
         self._table = np.ascontiguousarray(np.stack(rows, axis=1))  # [k, q, ring, 3(M+1)], real
+        self._table.flags.writeable = False  # kept and shared per process (gl_ring_frame_table)
         self._idx, self._w = _gather(M, nq)
         self._shape = (M + 2, nq, 3 * (M + 1), 2)
 
