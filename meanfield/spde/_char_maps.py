@@ -409,11 +409,6 @@ def volume_factor(DT: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return out
 
 
-def step_log_det(DT: np.ndarray, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """log det of DT as a map T_x S -> T_y S between oriented orthonormal frames; -inf or NaN if it folds."""
-    return log_volume(volume_factor(DT, x, y))
-
-
 def log_volume(det: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(log det, det) for volume factors det (N,) (:func:`volume_factor`): -inf where det <= 0, NaN where det is."""
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -110,7 +110,7 @@ class RingFrameTable:
     def __init__(self, theta: np.ndarray, lmax: int, radial: bool):
         M = self.lmax = int(lmax)
         theta = np.asarray(theta, dtype=np.float64)
-        self.nq = nq = 3 if radial else 2
+        nq = 3 if radial else 2
         nlat = theta.size
         # λ_lm(θ_r) as [m, ring, l] (m = M + 1 zero), read off ducc0's transform of each unit coefficient
         ell, m_of = _real_alm_maps(M)[:2]
@@ -130,10 +130,6 @@ class RingFrameTable:
         self._table.flags.writeable = False  # kept and shared per process (gl_ring_frame_table)
         self._idx, self._w = _gather(M, nq)
         self._shape = (M + 2, nq, 3 * (M + 1), 2)
-
-    @property
-    def nbytes(self) -> int:
-        return self._table.nbytes
 
     def __call__(self, coeffs: np.ndarray) -> np.ndarray:
         """Ring coefficients (nq, n_θ, lmax + 2) complex (a transposed view) of real ``coeffs`` (3, (lmax+1)²)."""

@@ -225,6 +225,10 @@ def test_ring_frame_table_equals_the_legendre_transforms_and_direct_evaluation(l
         maps = g._leg2map(np.ascontiguousarray(table))
         for m, e in zip(maps, exact):
             assert np.abs(m - e).max() < 1e-12 * np.abs(F).max()
+    from meanfield.sphere._ring_frame import gl_ring_frame_table, table_bytes
+
+    for radial in (False, True):  # the size rule reads the bytes of the table it would build
+        assert table_bytes(g.nlat, lf, radial) == gl_ring_frame_table(g.nlat, lf, radial)._table.nbytes
     calls = []
     ducc_path = s2.S2Grid._frame_legs_ducc
     monkeypatch.setattr(s2.S2Grid, "_frame_legs_ducc", lambda *a: calls.append(1) or ducc_path(*a))
