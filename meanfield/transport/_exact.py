@@ -42,9 +42,9 @@ DEFAULT_MAX_EXACT = 6000
 _METHODS = ("exact", "sliced")
 _SOLVERS = ("auto", "dense", "sparse")
 #: ``solver="auto"`` uses candidate edges from this many pairs (below, the dense simplex is as fast) ...
-SPARSE_MIN_PAIRS = 1 << 19
+SPARSE_MIN_PAIRS = 1 << 18
 #: ... and this many points on the smaller side.
-SPARSE_MIN_SIDE = 64
+SPARSE_MIN_SIDE = 32
 _FALLBACKS = ("raise", "sliced")
 _MIN_NUM_ITER = 10**7
 #: Nodes whose weight is at most this fraction of the total mass are dropped
@@ -223,9 +223,7 @@ def _emd_wpp(x, y, a, b, cost, p, num_iter_max, solver):
     if x.shape[0] < y.shape[0]:
         x, y, a, b = y, x, b, a
     M = _cost(x, y, cost, p)
-    result = sparse_emd(M, x, a, y, b, num_iter_max) if solver == "sparse" else None
-    if result is None:
-        result = dense_emd(M, a, b, num_iter_max)
+    result = sparse_emd(M, x, a, y, b, num_iter_max) if solver == "sparse" else dense_emd(M, a, b, num_iter_max)
     if result.result_code != 1:
         raise RuntimeError(
             f"ot.emd2 did not reach the optimum (result_code={result.result_code}: {result.message!r}) "
@@ -314,14 +312,20 @@ def wasserstein(
     (measured: to 5e-17 in ``W_2^2``, to 2e-14 on synchronised clouds where
     ``max C ~ 1e-4``), with the proven bound ``info.gap_bound``.  Between
     measures of different shapes (more than ``n' + m'`` violating pairs and
-    more than ``n' m' / 128`` in a round) it hands over to the dense simplex, at
-    a cost of 1.3-1.7x one dense solve.  ``"auto"`` (default) takes ``"sparse"`` from
-    :data:`SPARSE_MIN_PAIRS` (2^19) pairs with at least :data:`SPARSE_MIN_SIDE`
-    (64) points a side.  Measured (2 shared cores, one thread, squared geodesic
-    cost on S^2), time of ``"sparse"`` over ``"dense"``, best of 2: uniform clouds 800²
-    0.67, 1000² 0.55, 8192 x 64 0.72, 4096 x 128 0.61, two vMF(8) samples
-    4096 x 256 0.58, and (earlier) 2000² 0.77, 4000² 0.37, 5000² 0.32; a
-    vMF(50) cloud against a uniform one at 800² hands over, 1.55.  One run each:
+    more than ``n' m' / 128`` in a round) it hands over to the dense simplex,
+    started from the potentials of the last candidate solve (POT's
+    ``potentials_init``): 1.1-1.5x one dense solve for a vMF(50) cloud against a
+    uniform one (512² to 8192 x 32), and 0.72-0.78x a cold dense solve on the
+    chaos study's long-horizon problems that hand over (128-512 particles
+    against 4608 characteristics nodes).  ``"auto"`` (default) takes ``"sparse"`` from
+    :data:`SPARSE_MIN_PAIRS` (2^18) pairs with at least :data:`SPARSE_MIN_SIDE`
+    (32) points a side.  Measured (2 shared cores, one thread, squared geodesic
+    cost on S^2), time of ``"sparse"`` over ``"dense"``, best of 3: uniform clouds
+    512² 0.74, 700 x 400 0.76, 8192 x 32 0.85, two vMF(8) samples 1024 x 256
+    1.02; particles against the chaos study's density nodes at 2^18-2^19 pairs
+    (ten instances: 32-1024 particles against 512-8192 Gauss–Legendre or
+    characteristics nodes) 0.26-0.70; and (earlier, above 2^19 pairs) uniform clouds 800² 0.67, 1000² 0.55,
+    2000² 0.77, 4000² 0.37, 5000² 0.32, 8192 x 64 0.72, 4096 x 128 0.61. One run each:
     particles against a weighted Gauss–Legendre grid from the chaos study, 8192 nodes
     against 64 / 128 / 256 / 512 / 1024 particles (four instances each):
     1.02 / 1.47 / 3.43 / 4.47 / 14.05 s -> 0.43 / 0.62 / 1.06 / 0.98 / 1.71 s;

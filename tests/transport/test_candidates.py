@@ -89,15 +89,36 @@ def test_monotone_support_is_a_feasible_plan():
     assert log["result_code"] == 1
 
 
-def test_measures_far_apart_go_to_the_dense_simplex():
+def test_measures_far_apart_go_to_the_dense_simplex(monkeypatch):
     # A concentrated cloud against a uniform one: the first round finds more than n + m violating
-    # pairs, and the dense simplex takes over (measured: 5700 > 1024).
+    # pairs, and the dense simplex takes over (measured: 5700 > 1024), started from the first
+    # round's potentials.
     rng = np.random.default_rng(6)
     x = vonmises_fisher([0, 0, 1.0], 50.0).rvs(512, random_state=rng)
     y = uniform_sphere(512, 3, rng)
+    warm = []
+    emd2 = ot.emd2
+    monkeypatch.setattr(ot, "emd2", lambda *a, **k: warm.append(k.get("potentials_init")) or emd2(*a, **k))
     value, info = wasserstein(x, y, solver="sparse", return_info=True)
-    assert info.solver == "dense" and info.edges == 512 * 512
-    assert value == wasserstein(x, y, solver="dense")  # the same dense solve on the same matrix
+    assert info.solver == "dense" and info.edges == 512 * 512 and info.rounds == 2  # one candidate solve first
+    assert len(warm) == 1 and warm[0] is not None and warm[0][0].shape == (512,)
+    cold, ci = wasserstein(x, y, solver="dense", return_info=True)
+    assert ci.rounds == 1 and warm[1] is None  # no candidate solve, no warm start
+    assert abs(value**2 - cold**2) <= info.gap_bound + ci.gap_bound
+
+
+def test_the_hand_over_after_the_last_round_reaches_the_optimum(monkeypatch):
+    # The problem of the loop test needs 3 rounds; with one allowed the dense simplex takes over
+    # from the first round's potentials, and its certified value is the dense optimum.
+    monkeypatch.setattr(cand, "MAX_ROUNDS", 1)
+    rng = np.random.default_rng(3)
+    x, y = uniform_sphere(300, 3, rng), uniform_sphere(400, 3, rng)
+    a, b = np.full(400, 1 / 400), np.full(300, 1 / 300)
+    M = cost_matrix(y, x, p=2)
+    res = cand.sparse_emd(M, y, a, x, b, 10**7, k=10)
+    assert (res.solver, res.rounds, res.edges) == ("dense", 2, M.size)
+    assert 0 <= res.gap < 1e-10
+    assert abs(res.value - ot.emd2(a, b, M, numItermax=10**7)) <= res.gap
 
 
 def test_a_difference_of_two_densities_stays_on_candidate_edges():
@@ -147,9 +168,13 @@ def test_auto_solver_thresholds():
     small = wasserstein(uniform_sphere(300, 3, rng), uniform_sphere(300, 3, rng), return_info=True)[1]
     large = wasserstein(uniform_sphere(1024, 3, rng), uniform_sphere(1024, 3, rng), return_info=True)[1]
     assert small.solver == "dense" and large.solver == "sparse"
-    # 2^19 pairs and 64 points a side: the chaos study's particles against 8192 nodes from N = 64
-    thin = wasserstein(uniform_sphere(8192, 3, rng), uniform_sphere(64, 3, rng), return_info=True)[1]
-    thinner = wasserstein(uniform_sphere(8192, 3, rng), uniform_sphere(63, 3, rng), return_info=True)[1]
+    # 2^18 pairs ...
+    at = wasserstein(uniform_sphere(512, 3, rng), uniform_sphere(512, 3, rng), return_info=True)[1]
+    below = wasserstein(uniform_sphere(511, 3, rng), uniform_sphere(512, 3, rng), return_info=True)[1]
+    assert at.solver == "sparse" and below.solver == "dense"
+    # ... and 32 points a side: the chaos study's particles against 8192 nodes from N = 32
+    thin = wasserstein(uniform_sphere(8192, 3, rng), uniform_sphere(32, 3, rng), return_info=True)[1]
+    thinner = wasserstein(uniform_sphere(8192, 3, rng), uniform_sphere(31, 3, rng), return_info=True)[1]
     assert thin.solver == "sparse" and thinner.solver == "dense"
 
 
