@@ -101,6 +101,7 @@ from dataclasses import dataclass
 import numpy as np
 import ot
 import scipy.sparse as sp
+from scipy.spatial import cKDTree
 
 from ._checks import _BLOCK_ELEMENTS
 
@@ -113,6 +114,8 @@ OPTIMALITY_RTOL = 1e-10
 MAX_ROUNDS = 20
 # Above this fraction of all pairs in the candidate set the dense simplex is as fast.
 _MAX_EDGE_FRACTION = 0.25
+# Points of the searched cloud from which nearest neighbours come from a k-d tree (see _nearest).
+_KDTREE_MIN_POINTS = 512
 # More violating pairs than this fraction of all pairs (and than n + m) in one round: the plan
 # moves mass far beyond the candidates and the dense simplex is faster (module docstring).
 _MAX_VIOLATOR_FRACTION = 2.0**-7
@@ -226,12 +229,20 @@ def _nearest(p, q, k: int):
     """Indices ``(len(p), k + 1)`` of the ``k + 1`` points of ``q`` nearest to each point of ``p``.
 
     Nearest in any distance that decreases with ``<p_i, q_j>`` (geodesic or
-    chordal, any power), found in row blocks of the inner products.  Both
-    directions of :func:`candidate_edges` form the products again rather than
-    keep an ``(n, m)`` array: with d = 3 they cost less than the partitions,
-    and the memory stays one block.
+    chordal, any power).  From ``_KDTREE_MIN_POINTS`` (512) points in ``q``, by a
+    k-d tree on ``q`` (chordal distance); below, in row blocks of the inner
+    products, which form the products again in both directions of
+    :func:`candidate_edges` rather than keep an ``(n, m)`` array.  Measured
+    (d = 3, 2 shared cores, ms, products against tree): 4100 points in 4100,
+    k = 32: 82 against 14, k = 8: 83 against 4.6; 8192 in 1024, k = 32: 45
+    against 23; 512 in 1024, k = 8: 1.8 against 0.6; 2048 in 512, k = 32: 5.9
+    against 5.6; 8192 in 128, k = 8: 6.5 against 5.9, but 4608 in 128: 2.7
+    against 3.0 and 8192 in 64: 3.4 against 4.8.  The two give the same sets
+    (up to ties between equidistant points).
     """
     n, m = p.shape[0], q.shape[0]
+    if m >= _KDTREE_MIN_POINTS:
+        return cKDTree(q).query(p, k + 1)[1].reshape(n, k + 1)
     rows = max(1, _BLOCK_ELEMENTS // m)
     minus_q = -q.T
     out = np.empty((n, k + 1), dtype=np.intp)

@@ -77,6 +77,18 @@ def test_certificate_bounds_the_gap_of_a_suboptimal_restricted_plan():
     assert excess <= gap
 
 
+@pytest.mark.parametrize("m, k", [(600, 0), (600, 5), (300, 5), (2000, 32)])
+def test_nearest_neighbours_by_tree_and_by_products_are_the_nearest(m, k):
+    # m >= 512: a k-d tree; below, blocks of inner products. Either way the k + 1 nearest by
+    # geodesic distance (continuous random points: no ties).
+    rng = np.random.default_rng(12)
+    p, q = uniform_sphere(700, 3, rng), uniform_sphere(m, 3, rng)
+    got = cand._nearest(p, q, k)
+    assert got.shape == (700, k + 1)
+    want = np.argsort(cost_matrix(p, q), axis=1, kind="stable")[:, : k + 1]
+    assert all(set(g) == set(w) for g, w in zip(got, want))
+
+
 def test_monotone_support_is_a_feasible_plan():
     rng = np.random.default_rng(5)
     x, y = uniform_sphere(37, 3, rng), uniform_sphere(53, 3, rng)
