@@ -157,14 +157,18 @@ def _reduced_min(M: np.ndarray, u: np.ndarray, v: np.ndarray, tol: float | None)
     for i0 in range(0, n, rows):
         red = M[i0 : i0 + rows] - u[i0 : i0 + rows, None]
         red -= v
-        delta = min(delta, float(red.min()))
-        if tol is not None:
+        low = float(red.min())
+        delta = min(delta, low)
+        # the search for the pairs only where the block has one: the certifying round has none,
+        # and the two passes of the search were half the time of the check (measured at 4100²)
+        if tol is not None and low < -tol:
             i, j = np.nonzero(red < -tol)
             bad_i.append(i + i0)
             bad_j.append(j)
     if tol is None:
         return delta, None, None
-    return delta, np.concatenate(bad_i), np.concatenate(bad_j)
+    empty = np.empty(0, dtype=np.intp)
+    return delta, (np.concatenate(bad_i) if bad_i else empty), (np.concatenate(bad_j) if bad_j else empty)
 
 
 def certified_gap(a, b, value, u, v, delta) -> float:
