@@ -113,7 +113,8 @@ class TransportInfo:
         For ``"emd"``: ``"dense"`` (simplex on every pair) or ``"sparse"``
         (simplex on candidate edges, certified on every pair); else ``""``.
     rounds : int
-        Candidate-set solves for ``"sparse"`` (1 for ``"dense"``, 0 otherwise).
+        Simplex solves: the candidate-set solves for ``"sparse"``; for ``"dense"``, 1 plus
+        the candidate solves before a hand-over (whose potentials started it); 0 otherwise.
     edges : int
         Edges of the last network solved (``n' m'`` for ``"dense"``), 0 otherwise.
     gap_bound : float or None
