@@ -318,15 +318,16 @@ def wasserstein(
     ``potentials_init``): 1.1-1.5x one dense solve for a vMF(50) cloud against a
     uniform one (512² to 8192 x 32), and 0.72-0.78x a cold dense solve on the
     chaos study's long-horizon problems that hand over (128-512 particles
-    against 4608 characteristics nodes).  ``"auto"`` (default) takes ``"sparse"`` from
-    :data:`SPARSE_MIN_PAIRS` (2^18) pairs with at least :data:`SPARSE_MIN_SIDE`
+    against 4608 characteristics nodes).  ``"auto"`` (default) takes
+    ``"sparse"`` from :data:`SPARSE_MIN_PAIRS` (2^18) pairs with at least :data:`SPARSE_MIN_SIDE`
     (32) points a side.  Measured (2 shared cores, one thread, squared geodesic
     cost on S^2), time of ``"sparse"`` over ``"dense"``, best of 3: uniform clouds
     512² 0.74, 700 x 400 0.76, 8192 x 32 0.85, two vMF(8) samples 1024 x 256
     1.02; particles against the chaos study's density nodes at 2^18-2^19 pairs
     (ten instances: 32-1024 particles against 512-8192 Gauss–Legendre or
-    characteristics nodes) 0.26-0.70; and (earlier, above 2^19 pairs) uniform clouds 800² 0.67, 1000² 0.55,
-    2000² 0.77, 4000² 0.37, 5000² 0.32, 8192 x 64 0.72, 4096 x 128 0.61. One run each:
+    characteristics nodes) 0.26-0.70; and (earlier, above 2^19 pairs) uniform
+    clouds 800² 0.67, 1000² 0.55, 2000² 0.77, 4000² 0.37, 5000² 0.32, 8192 x 64
+    0.72, 4096 x 128 0.61. One run each:
     particles against a weighted Gauss–Legendre grid from the chaos study, 8192 nodes
     against 64 / 128 / 256 / 512 / 1024 particles (four instances each):
     1.02 / 1.47 / 3.43 / 4.47 / 14.05 s -> 0.43 / 0.62 / 1.06 / 0.98 / 1.71 s;
