@@ -66,8 +66,9 @@ above; ``ε`` the most negative reduced cost among the edges the simplex
 already had, its own precision on this problem), and returns the certified
 ``gap``.  It gives up after ``MAX_ROUNDS`` rounds, once a grown set holds a
 quarter of all pairs, where the dense solver is as fast, or on the far-apart
-test above.  The first set is always solved, even when it is a third of all
-pairs (9 targets per source against a few dozen targets).
+test above.  The first set is always solved, however large (under
+``solver="auto"`` at most about a third of all pairs: 9 targets per source
+against 32 targets), so that a hand-over has potentials to start from.
 
 Hand-over.  When the loop gives up, the dense simplex solves the full problem
 started from the potentials of the last candidate solve (POT's
@@ -302,8 +303,8 @@ def sparse_emd(M, x, a, y, b, num_iter_max, k: int = DEFAULT_CANDIDATES) -> EmdR
     for rounds in range(1, MAX_ROUNDS + 1):
         chosen[rows.astype(np.int64) * m + cols] = True
         key = np.flatnonzero(chosen)
-        # the first set is solved whatever its size (up to a third of all pairs against a few
-        # dozen targets): its potentials start the dense simplex if the loop gives up
+        # the first set is solved whatever its size (see the module): its potentials start the
+        # dense simplex if the loop gives up
         if rounds > 1 and key.size > _MAX_EDGE_FRACTION * n * m:
             break
         rows, cols = np.divmod(key, m)

@@ -81,6 +81,7 @@ def test_certificate_bounds_the_gap_of_a_suboptimal_restricted_plan():
 def test_nearest_neighbours_by_tree_and_by_products_are_the_nearest(m, k):
     # m >= 512: a k-d tree; below, blocks of inner products. Either way the k + 1 nearest by
     # geodesic distance (continuous random points: no ties).
+    assert 300 < cand._KDTREE_MIN_POINTS <= 600  # the cases below take both paths
     rng = np.random.default_rng(12)
     p, q = uniform_sphere(700, 3, rng), uniform_sphere(m, 3, rng)
     got = cand._nearest(p, q, k)
