@@ -26,8 +26,12 @@ whose partial derivatives are fields of the same features:
     ∂_1 F = Re Σ m D_mk T_k C^{m-1},   ∂_2 F = -Im Σ m D_mk T_k C^{m-1},
     ∂_3 F = Re Σ D'_mk T_k C^m  (D' the Chebyshev derivative in k),
 
-so each of f, ∂_1 F, ∂_2 F, ∂_3 F is Σ_k T_k (W_k C) for a weight matrix W_k per degree k: one
-product of a (4 (L + 1)) x (2L + 1) matrix with the C rows of a block, then one sum over k.
+so each of f, ∂_1 F, ∂_2 F, ∂_3 F is Σ_k T_k (W_k C) for a weight matrix W_k per degree k, then
+one sum over k. Since D_mk = 0 for k + m > L (and the derivatives only lower degrees), W_k
+meets only the C rows of m <= L - k: the products run over groups of about two consecutive
+degrees k >= k0, each against the first 2 (L - k0) + 1 C rows. At L = 5 that is 168 instead of
+264 multiply-adds per point and quantity set (the synthesis with gradients of one field 1.05-1.15x
+faster than one dense product at N = 4·10^3-2·10^4, measured).
 
 Per point: T_k and C^m by three-term recurrences (C^m = 2 x_1 C^{m-1} - (x_1² + x_2²) C^{m-2});
 no transcendental call, no angle, no pole, no (L + 1)² table. The cost is O(N L) elementwise
@@ -64,12 +68,15 @@ _BLOCK = 8192
 MAX_LMAX = 20
 #: Largest tables kept between the adjoint and the synthesis of the same points (bytes).
 _KEEP_BYTES = 32 << 20
-#: Multiply-adds of the synthesis' weight products (points x weight entries) below which its blocks
-#: stay on one thread: waking the pool's thread costs more than it saves there. Median of 100
-#: attention calls (β = 0.1) on 2 shared cores, blocks on one thread against two, in ms: L = 5
-#: (264 weight entries per point) 1.48 against 1.55-1.61 at N = 16385 and 1.69-1.73 against
-#: 1.78-1.81 at N = 2·10^4, but 2.41-2.65 against 2.25-2.32 at 3·10^4; L = 6 (364) 1.72-1.74
-#: against 1.70-1.75 at 16385; L = 7 (480) 1.90-1.95 against 1.83-1.85 at 16385.
+#: Work of the synthesis' weight products (points x entries of the dense weights, 4 (L + 1)(2L + 1)
+#: per field with gradients) below which its blocks stay on one thread: waking the pool's thread
+#: costs more than it saves there. Set with one dense product per block: median of 100 attention
+#: calls (β = 0.1) on 2 shared cores, blocks on one thread against two, in ms: L = 5 (264 weight
+#: entries per point) 1.48 against 1.55-1.61 at N = 16385 and 1.69-1.73 against 1.78-1.81 at
+#: N = 2·10^4, but 2.41-2.65 against 2.25-2.32 at 3·10^4; L = 6 (364) 1.72-1.74 against 1.70-1.75
+#: at 16385; L = 7 (480) 1.90-1.95 against 1.83-1.85 at 16385. With the products grouped by degree
+#: (see the module) two threads against one measured 0.90-1.04x at N = 16385-6·10^4, L = 5-7
+#: (medians of 40 alternations), but the other way round in a run before: not resolved, so kept.
 _SPLIT_WORK = 6_000_000
 
 
@@ -174,6 +181,14 @@ class LowDegreeS2:
         pos = m_of > 0
         amap[rows[pos], :, self._c_im[m_of[pos] - 1]] = -1j * A[pos]
         self._amap = amap.reshape(n_alm(L), -1)
+        # Chebyshev degree k only meets C^m with m <= L - k (q_lm has degree l - m), so the C rows
+        # c <= 2 (L - k): the products run over groups of consecutive k, each against the C rows
+        # its lowest k needs (about half the multiply-adds of one dense product at L = 5-7)
+        edges = np.unique(np.round(np.linspace(0, L + 1, (L + 2) // 2 + 1)).astype(int))
+        self._groups = [(int(a), int(b), 2 * (L - int(a)) + 1) for a, b in zip(edges[:-1], edges[1:])]
+        # the scatter of the coefficients into D[m, k] (ducc0 packing is m-major): D = onehot @ (a A)
+        self._by_m = (m_of[None, :] == np.arange(L + 1)[:, None]).astype(np.float64)
+        self._chebder = _chebder(np.eye(L + 1))  # row k: the derivative of T_k (integer coefficients)
         # per block the tables (3L + 5 rows) and the synthesis' products (4 (L + 1) rows per field)
         self.block = _BLOCK if L <= 7 else max(1024, _BLOCK * 8 // (L + 1))
         self._local = threading.local()
@@ -264,16 +279,15 @@ class LowDegreeS2:
             mu = self._amap @ part.sum(axis=0).ravel()
         return (mu, (n, store, getattr(self._local, "stamp", 0))) if keep else mu
 
-    def _weights(self, alm: np.ndarray, grad: bool) -> np.ndarray:
-        """Weights (K nq (L+1), 2L+1) of the C rows: rows (field, quantity f, ∂_1 F, ∂_2 F, ∂_3 F, degree k).
+    def _dense_weights(self, alm: np.ndarray, grad: bool) -> np.ndarray:
+        """Weights (K, nq, L+1, 2L+1) of the C rows: [field, quantity f, ∂_1 F, ∂_2 F, ∂_3 F, degree k, C row].
 
         The coefficients E_mk of Re Σ E_mk T_k C^m vanish for k + m > L (q_lm has degree l - m, and
         the derivatives lower the degree), so every (m, k) pair can be written without a mask.
         """
         L = self.lmax
         K = alm.shape[0]
-        D = np.zeros((K, L + 1, L + 1), dtype=np.complex128)  # [field, m, k]
-        np.add.at(D, (slice(None), self._m), (alm * self._twice)[:, :, None] * self._A[None])
+        D = self._by_m @ ((alm * self._twice)[:, :, None] * self._A[None])  # [field, m, k]
         nq = 4 if grad else 1
         W = np.zeros((K, nq, L + 1, 2 * L + 1))  # [field, quantity, k, C row]
 
@@ -292,8 +306,15 @@ class LowDegreeS2:
             mD[:, :L] = D[:, 1:] * np.arange(1, L + 1)[None, :, None]
             put(1, mD)
             put(2, mD, imag=True)  # ∂_2 F = -Im Σ m D_mk T_k C^{m-1}
-            put(3, _chebder(D))
-        return W.reshape(K * nq * (L + 1), 2 * L + 1)
+            put(3, D @ self._chebder)
+        return W
+
+    def _weights(self, alm: np.ndarray, grad: bool) -> list:
+        """Per group (k0, k1, c) of :attr:`_groups`, the weights ((k1 - k0) K nq, c): rows (degree k,
+        field, quantity), columns the first c C rows, the only ones degrees k >= k0 meet."""
+        W = self._dense_weights(alm, grad)
+        return [np.ascontiguousarray(W[:, :, a:b, :c].transpose(2, 0, 1, 3)).reshape(-1, c)
+                for a, b, c in self._groups]
 
     def _synth(self, alm, x, grad: bool, tables, emit) -> None:
         if alm.shape[1] != n_alm(self.lmax):
@@ -311,7 +332,8 @@ class LowDegreeS2:
             store = tables[1]
 
         L = self.lmax
-        blk, rows, nq = self.block, 3 * L + 5, W.shape[0] // (L + 1)
+        blk, rows, nq = self.block, 3 * L + 5, W[0].shape[0] // (self._groups[0][1] - self._groups[0][0])
+        starts = [a * nq for a, _, _ in self._groups] + [(L + 1) * nq]
 
         def blocks(a: int, b: int) -> None:
             for i in range(a, b):
@@ -321,8 +343,10 @@ class LowDegreeS2:
                 else:
                     tab = self._work("tab", (rows, e - s))
                     self._tables(x, s, e, tab)
-                H = np.matmul(W, tab[L + 4 :], out=self._work("H", (W.shape[0], e - s)))
-                acc = np.einsum("qkb,kb->qb", H.reshape(nq, L + 1, e - s), tab[3 : L + 4],
+                H = self._work("H", ((L + 1) * nq, e - s))
+                for Wg, (_, _, c), r0, r1 in zip(W, self._groups, starts[:-1], starts[1:]):
+                    np.matmul(Wg, tab[L + 4 : L + 4 + c], out=H[r0:r1])
+                acc = np.einsum("kqb,kb->qb", H.reshape(L + 1, nq, e - s), tab[3 : L + 4],
                                 out=self._work("acc", (nq, e - s)))
                 emit(s, e, acc, tab[:3])
 
@@ -332,7 +356,7 @@ class LowDegreeS2:
         # same numbers on any number of threads
         nb = -(-n // blk)
         with one_blas_thread():
-            parallel_rows(blocks, nb, block=nb, min_rows=3 if n * W.size >= _SPLIT_WORK else nb + 1)
+            parallel_rows(blocks, nb, block=nb, min_rows=3 if n * nq * (L + 1) * (2 * L + 1) >= _SPLIT_WORK else nb + 1)
 
     def synthesis(self, alm: np.ndarray, x: np.ndarray, *, grad: bool = True, tables=None, check: bool = True):
         """Values (K, N) and, with ``grad``, surface gradients (K, N, 3) of K fields at the directions of x.

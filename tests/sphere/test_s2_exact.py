@@ -174,3 +174,21 @@ def test_nonfinite_input_and_stale_tables_are_refused():
     with pytest.raises(ValueError, match="overwritten"):
         t.log_gradient(np.ones(n_alm(4), dtype=complex), x, tables=old)
     t.log_gradient(np.ones(n_alm(4), dtype=complex), x[::-1], tables=new)
+
+
+@pytest.mark.parametrize("L", [1, 2, 5, 7, 12, 20])
+def test_weight_groups_drop_only_zero_weights(L):
+    """The synthesis multiplies each group of Chebyshev degrees k >= k0 by the first 2 (L - k0) + 1
+    C rows only: every weight it leaves out is exactly zero (k + m > L), for values and gradients,
+    and the groups cover every degree once."""
+    rng = np.random.default_rng(300 + L)
+    t = LowDegreeS2(L)
+    ks = [k for a, b, _ in t._groups for k in range(a, b)]
+    assert ks == list(range(L + 1))
+    W = t._dense_weights(_alm(rng, 2, L), grad=True)  # [field, quantity, k, C row]
+    assert np.count_nonzero(W) > 0
+    for a, b, c in t._groups:
+        assert c == 2 * (L - a) + 1
+        assert not np.any(W[:, :, a:b, c:])
+        # the bound is tight: the group's lowest degree meets its last C row
+        assert np.any(W[:, :, a, c - 1])
