@@ -112,6 +112,7 @@ __all__ = [
     "AUTO_MAX_BETA",
     "S2_DIRECT_MAX_LMAX",
     "S2_DIRECT_MAX_POINTS",
+    "S2_DIRECT_ANY_N_EPS",
     "ROUNDOFF_FACTOR",
 ]
 
@@ -141,9 +142,16 @@ S1_DIRECT_MAX_WORK = 16384
 #: alternating in one process): the exact path is faster at L = 5 (β = 0.1, tol 1e-6) and L = 7
 #: (tol 1e-10) up to about 3·10^5 tokens (1.1-1.8x for N = 2·10^3-10^5, even at 3·10^5), slower
 #: from L = 9 (0.7-0.9x) and even at L = 10-12 for N <= 2·10^4. In separate processes the
-#: particle step with noise at N = 10^5 measured 1.10x with it.
+#: particle step with noise at N = 10^5 measured 1.10x with it. With the weight products grouped
+#: by degree (:class:`~meanfield.sphere.LowDegreeS2`), L = 9 (β = 1, tol 1e-6) measured 0.95-1.12x
+#: for N = 2·10^3-5·10^4 and 0.61-0.87x above: no gain, so the largest degree stays 7.
 S2_DIRECT_MAX_LMAX = 7
 S2_DIRECT_MAX_POINTS = 1 << 17
+#: ... except at ducc0 accuracies ε <= this, where the exact transforms (whose cost does not depend
+#: on ε) are taken at every N: with the weight products grouped by degree they measured 1.07-1.27x
+#: faster than the non-uniform ones at N = 3·10^5 and 10^6 for ε = 1e-8 to 1e-11 (β = 0.1, L = 5-7,
+#: medians of 4-8 alternating calls on 2 cores), while at ε = 1e-7 the two were within 0.92-1.06x.
+S2_DIRECT_ANY_N_EPS = 1e-8
 
 #: β < 0: velocity round-off in units of u e^{2 abs(β)} (u the double-precision epsilon); measured
 #: <= 0.25 on tight clusters, three clusters and uniform clouds (S^1, S^2, N = 3000, β = -0.5..-10).
@@ -192,8 +200,9 @@ class SpectralAttention:
         S^2 only: ducc0's non-uniform spherical-harmonic transforms (accuracy ε), or the exact
         O(N L²) transforms of :class:`meanfield.sphere.LowDegreeS2` (Chebyshev polynomials in z
         times powers of x_1 + i x_2; round-off only, the same bits on any number of threads).
-        ``"auto"`` takes the exact ones when L <= :data:`S2_DIRECT_MAX_LMAX` and
-        N <= :data:`S2_DIRECT_MAX_POINTS` (the faster one measured on 2 cores).
+        ``"auto"`` takes the exact ones when L <= :data:`S2_DIRECT_MAX_LMAX` and either
+        N <= :data:`S2_DIRECT_MAX_POINTS` or ε <= :data:`S2_DIRECT_ANY_N_EPS` (the faster one
+        measured on 2 cores).
 
     Attributes
     ----------
@@ -386,7 +395,8 @@ class SpectralAttention:
     def _velocity_s2(self, x, w, L, lam, eps):
         backend = self.s2_backend
         if backend == "auto":
-            backend = "direct" if L <= S2_DIRECT_MAX_LMAX and x.shape[0] <= S2_DIRECT_MAX_POINTS else "nufft"
+            exact = L <= S2_DIRECT_MAX_LMAX and (x.shape[0] <= S2_DIRECT_MAX_POINTS or eps <= S2_DIRECT_ANY_N_EPS)
+            backend = "direct" if exact else "nufft"
         self.last_backend = backend
         if backend == "direct":
             tr = low_degree_s2(L)

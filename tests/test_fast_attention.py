@@ -141,7 +141,7 @@ def test_s2_backends_agree_with_direct_sum(backend, kind, beta):
 
 
 def test_s2_auto_backend_follows_degree_and_size():
-    from meanfield.attention_spectral import S2_DIRECT_MAX_LMAX, S2_DIRECT_MAX_POINTS
+    from meanfield.attention_spectral import S2_DIRECT_ANY_N_EPS, S2_DIRECT_MAX_LMAX, S2_DIRECT_MAX_POINTS
 
     rng = np.random.default_rng(31)
     x = cloud("uniform", 3, 2000, rng)
@@ -150,9 +150,18 @@ def test_s2_auto_backend_follows_degree_and_size():
         sa.velocity(x)
         assert sa.last_backend == ("direct" if sa.last_lmax <= S2_DIRECT_MAX_LMAX else "nufft")
     assert S2_DIRECT_MAX_POINTS < 300_000
+    big = cloud("uniform", 3, 300_000, rng)
     sa = SpectralAttention(3, 0.1, tol=1e-6)
-    sa.velocity(cloud("uniform", 3, 300_000, rng), check=False)
+    sa.velocity(big, check=False)
     assert sa.last_lmax <= S2_DIRECT_MAX_LMAX and sa.last_backend == "nufft"
+    assert sa.last_epsilon > S2_DIRECT_ANY_N_EPS
+    # at a finer ducc0 accuracy the exact transforms are taken at any N (their cost has no ε)
+    sa = SpectralAttention(3, 0.1, tol=1e-10)
+    v = sa.velocity(big, check=False)
+    assert sa.last_lmax <= S2_DIRECT_MAX_LMAX and sa.last_epsilon <= S2_DIRECT_ANY_N_EPS
+    assert sa.last_backend == "direct"
+    ref = SpectralAttention(3, 0.1, tol=1e-10, s2_backend="nufft").velocity(big, check=False)
+    assert np.abs(v - ref).max() <= 1e-10
     with pytest.raises(ValueError, match="s2_backend"):
         SpectralAttention(3, 40.0, tol=1e-10, s2_backend="direct")  # needs a degree beyond the exact transforms
 
