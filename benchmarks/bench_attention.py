@@ -290,18 +290,21 @@ def crossover_section(quick: bool, nthreads: int, tol: float) -> list[str]:
     return lines
 
 
-def s1_backend_section(quick: bool, nthreads: int, tol: float) -> list[str]:
-    from meanfield.attention_spectral import SpectralAttention
+def s1_backend_section(quick: bool, tol: float) -> list[str]:
+    from meanfield.attention_spectral import S1_DIRECT_MAX_WORK, SpectralAttention
 
-    ns = [10**3, 10**4, 10**5, 10**6] if not quick else [10**3, 10**4]
+    ns = [10**3, 4 * 10**3, 10**4, 10**5, 10**6] if not quick else [10**3, 10**4]
     lines = ["## S^1 spectral backends (best of 5 calls, ms)", "",
+             f"Clustered tokens, tol = {tol:g}, ducc0 threads by the package's rule (`point_threads`); "
+             f"`s1_backend=\"auto\"` takes the power sum when N·(L+1) <= {S1_DIRECT_MAX_WORK:,}.", "",
              "| β | N | NUFFT (ducc0.nufft) | power sum O(N·L) |", "|---|---|---|---|"]
     for beta in (1.0, 10.0):
         for n in ns:
             x = clustered(2, n, seed=11 + n)
             row = []
             for b in ("nufft", "direct"):
-                sa = SpectralAttention(2, beta, tol, nthreads=nthreads, s1_backend=b)
+                # ducc0 threads by the package's own rule (one below 25000 points): what "auto" runs
+                sa = SpectralAttention(2, beta, tol, s1_backend=b)
                 sa.velocity(x)
                 t = []
                 for _ in range(5):
@@ -537,7 +540,7 @@ def main() -> None:
     ap.add_argument("--tol", type=float, default=1e-10)
     ap.add_argument("--nthreads", type=int, default=None)
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results_attention.md"))
-    ap.add_argument("--section", choices=["s2-backends", "small-n"],
+    ap.add_argument("--section", choices=["s1-backends", "s2-backends", "small-n"],
                     help="run this section only and replace it in --out (which must exist)")
     args = ap.parse_args()
     if args.case:
@@ -546,12 +549,15 @@ def main() -> None:
     if args.section:
         if not os.path.isfile(args.out):
             raise SystemExit(f"bench_attention: {args.out}: no such file to put the section into")
+        from meanfield._threads import default_threads
+
+        nthreads = args.nthreads or default_threads()
         if args.section == "s2-backends":
             lines = s2_backend_section(args.quick)
+        elif args.section == "s1-backends":
+            lines = s1_backend_section(args.quick, args.tol)
         else:
-            from meanfield._threads import default_threads
-
-            lines = crossover_section(args.quick, args.nthreads or default_threads(), args.tol)
+            lines = crossover_section(args.quick, nthreads, args.tol)
         _replace_section(args.out, lines)
         return
     import tempfile
@@ -566,7 +572,7 @@ def main() -> None:
     out += sec
     out += targets(summary, args.tol)
     out += crossover_section(args.quick, nthreads, args.tol)
-    out += s1_backend_section(args.quick, nthreads, args.tol)
+    out += s1_backend_section(args.quick, args.tol)
     out += s2_backend_section(args.quick)
     out += spde_section(args.quick, nthreads)
     out += spde_solver_section(args.quick)

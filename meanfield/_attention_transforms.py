@@ -14,7 +14,7 @@ import math
 import ducc0
 import numpy as np
 
-from ._threads import point_threads
+from ._threads import one_blas_thread, point_threads
 from . import _validate
 from ._validate import as_float, as_int, as_points, as_real_array, check_cost
 
@@ -158,26 +158,39 @@ def _s1_adjoint(w, theta, lmax, epsilon, nthreads):
 def _s1_direct(w, z, lam, block):
     """Exact S^1 path without FFTs: g + i g' at the tokens from powers of z_j = e^{iθ_j}, O(N·L).
 
-    Returns the complex array g(θ_i) + i g'(θ_i), with g = Σ_k lam_|k| c_k e^{ikθ}.
+    Returns the complex array g(θ_i) + i g'(θ_i), with g = Σ_k lam_|k| c_k e^{ikθ} and
+    c_k = Σ_j w_j conj(z_j)^k. The powers z^1..z^L of a block of ``block`` tokens are rows of one
+    (L, block) array, one vectorised product per degree, and both sums are products with it
+    (BLAS on one thread: a woken OpenBLAS pool costs more than these products, and its threads
+    would spin on the cores of the next transform). With a single block the powers of the
+    adjoint are reused by the synthesis.
     """
     n = z.shape[0]
     L = lam.size - 1
-    c = np.zeros(L + 1, dtype=np.complex128)  # c_k = Σ w conj(z)^k, k >= 0
-    ks = np.arange(1, L + 1)
-    for s in range(0, n, block):
-        zb = z[s : s + block]
-        P = np.cumprod(np.broadcast_to(zb[:, None], (zb.size, L)), axis=1) if L else np.empty((zb.size, 0))
-        c[0] += w[s : s + block].sum()
-        # einsum, not BLAS: OpenBLAS's thread pool costs ~10-20 ms per call on a loaded 2-core machine
-        c[1:] += np.einsum("i,ik->k", w[s : s + block], np.conj(P))
-    a = lam[1:] * c[1:]
-    coef_val = 2 * a  # g = lam0 c0 + 2 Re Σ_{k>0} a_k z^k ; g' = Re Σ 2 i k a_k z^k
-    coef_der = 2j * ks * a
+    c0 = float(w.sum())
+    if L == 0:
+        return np.full(n, lam[0] * c0, dtype=np.complex128)
+    P = np.empty((L, min(block, n)), dtype=np.complex128)
+
+    def powers(s: int, e: int) -> np.ndarray:
+        Pb, zb = P[:, : e - s], z[s:e]
+        Pb[0] = zb
+        for k in range(1, L):
+            np.multiply(Pb[k - 1], zb, out=Pb[k])
+        return Pb
+
+    S = np.zeros(L, dtype=np.complex128)  # Σ_j w_j z_j^k, k = 1..L: c_k = conj(S_k)
     out = np.empty(n, dtype=np.complex128)
-    for s in range(0, n, block):
-        zb = z[s : s + block]
-        P = np.cumprod(np.broadcast_to(zb[:, None], (zb.size, L)), axis=1) if L else np.empty((zb.size, 0))
-        g = lam[0] * c[0].real + np.einsum("ik,k->i", P, coef_val).real
-        gp = np.einsum("ik,k->i", P, coef_der).real
-        out[s : s + block] = g + 1j * gp
+    with one_blas_thread():
+        for s in range(0, n, block):
+            e = min(n, s + block)
+            S += powers(s, e) @ w[s:e].astype(np.complex128)
+        a = lam[1:] * np.conj(S)
+        # g = lam_0 c_0 + Re Σ_{k>0} 2 a_k z^k,  g' = Re Σ_{k>0} 2 i k a_k z^k
+        coef = np.stack([2 * a, 2j * np.arange(1, L + 1) * a])
+        for s in range(0, n, block):
+            e = min(n, s + block)
+            G = coef @ (P[:, : e - s] if n <= block else powers(s, e))
+            out.real[s:e] = G[0].real + lam[0] * c0
+            out.imag[s:e] = G[1].real
     return out

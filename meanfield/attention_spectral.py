@@ -135,9 +135,12 @@ EPS_PER_TOL = 0.1
 #: ε = 2e-13–1e-7, max_i |Δv_i| <= 0.07 ε on S^2 and <= 0.2 ε on S^1 (NUFFT); we use 1.
 TRANSFORM_ERROR_FACTOR = 1.0
 
-#: S^1: work N·(L+1) up to which the FFT-free power sum beats the NUFFT pair (measured on
-#: 2 cores: N = 1000 at L = 11 power sum 0.4 ms vs NUFFT 1.3 ms; at L = 28, 0.7 vs 0.6 ms).
-S1_DIRECT_MAX_WORK = 16384
+#: S^1: work N·(L+1) up to which the FFT-free power sum beats the NUFFT pair. Measured on 2
+#: cores (medians of 40 alternating calls) with the powers as rows and both sums as products:
+#: NUFFT / power sum 1.27-1.34 at L = 8 for N = 10^3-10^4 (work 9000-90000), 1.18-1.59 at L = 11
+#: up to work 1.2·10^5, but 0.86 at L = 29 from work 1.2·10^5 (1.08-1.20 below 6·10^4); earlier,
+#: with the powers from a cumulative product, the limit was 16384.
+S1_DIRECT_MAX_WORK = 65536
 
 #: S^2: largest degree and number of tokens for which ``s2_backend="auto"`` evaluates the three
 #: transforms exactly (:class:`meanfield.sphere.LowDegreeS2`, O(N L²)) instead of with ducc0's
@@ -197,8 +200,9 @@ class SpectralAttention:
         Accuracy of the non-uniform transforms; default from ``tol`` (module docstring).
     s1_backend : {"auto", "nufft", "direct"}
         S^1 only: ducc0 type-1/type-2 NUFFT, or the exact FFT-free O(N L) sum over powers of
-        e^{iθ} blocked over tokens. ``"auto"`` takes the power sum when N·(L+1) <= 16384 and
-        the NUFFT above (the faster one measured on 2 cores, see the benchmark).
+        e^{iθ} blocked over tokens. ``"auto"`` takes the power sum when N·(L+1) <=
+        :data:`S1_DIRECT_MAX_WORK` and the NUFFT above (the faster one measured on 2 cores, see
+        the benchmark).
     s2_backend : {"auto", "nufft", "direct"}
         S^2 only: ducc0's non-uniform spherical-harmonic transforms (accuracy ε), or the exact
         O(N L²) transforms of :class:`meanfield.sphere.LowDegreeS2` (Chebyshev polynomials in z
@@ -425,7 +429,8 @@ class SpectralAttention:
             z = x[:, 0] + 1j * x[:, 1]
             z /= np.abs(z)  # exactly e^{iθ}: inputs are unit only to 1e-8, and powers amplify |z| - 1
             # lam_k = 2π e^{-|β|} I_k(β); the sum Σ_y e^{β cos} = Σ_k I_k c_k e^{ikθ} uses I_k = lam_k / 2π
-            gz = _s1_direct(w, z, lam / (2 * math.pi), max(1, 2**20 // max(L, 1)))
+            # blocks of at most 2^16 powers (1 MiB): one block for every size "auto" sends here
+            gz = _s1_direct(w, z, lam / (2 * math.pi), max(1, 2**16 // max(L, 1)))
         else:
             theta = np.arctan2(x[:, 1], x[:, 0])
             nt = self._threads(theta.shape[0])

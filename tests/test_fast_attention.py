@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from meanfield import attention_spectral as asp
-from meanfield.attention import attention_velocity, convolution_velocity, softmax_attention
+from meanfield.attention import attention_eigenvalues, attention_velocity, convolution_velocity, softmax_attention
 from meanfield.attention_spectral import (
     SpectralAttention,
     empirical_coefficients,
@@ -123,6 +123,30 @@ def test_s1_backends_agree_with_direct_sum(backend, beta):
     x = cloud("clustered", 2, 2500, rng)
     ref = attention_velocity(x, beta)
     v = SpectralAttention(2, beta, tol=1e-10, s1_backend=backend).velocity(x)
+    assert np.abs(v - ref).max() <= 1e-10 * np.abs(ref).max()
+
+
+def test_s1_power_sum_blocks_give_the_one_block_sum():
+    """The power sum in blocks (powers formed again for the synthesis) against one block (powers
+    reused) and against the direct softmax sum, with non-uniform weights."""
+    from meanfield._attention_transforms import _s1_direct
+
+    rng = np.random.default_rng(23)
+    x = cloud("clustered", 2, 2500, rng)
+    w = rng.random(2500)
+    w /= w.sum()
+    beta = 3.0
+    sa = SpectralAttention(2, beta, tol=1e-10, s1_backend="direct")
+    L = sa.lmax
+    z = x[:, 0] + 1j * x[:, 1]
+    z /= np.abs(z)
+    lam = attention_eigenvalues(2, beta, L) / (2 * np.pi)
+    one = _s1_direct(w, z, lam, 4096)
+    for block in (1, 97, 1000):
+        assert np.abs(_s1_direct(w, z, lam, block) - one).max() <= 1e-14 * np.abs(one).max()
+    s = one.imag / (beta * one.real)
+    v = np.stack([-x[:, 1] * s, x[:, 0] * s], axis=1)
+    ref = attention_velocity(x, beta, weights=w)
     assert np.abs(v - ref).max() <= 1e-10 * np.abs(ref).max()
 
 
