@@ -1,10 +1,11 @@
 """The Fourier basis of S^1 (d = 2) and its equispaced quadrature grid.
 
-Grid transforms are real FFTs on the equispaced nodes; point transforms at many points are
-type-2/type-1 non-uniform FFTs (ducc0), below :data:`_NUFFT_MIN_WORK` sums over the powers
-z^k = e^{ikθ} of z = (x_1 + i x_2) / |x| (exact to round-off, no angle and no trigonometric
-function: cos kθ = Re z^k, sin kθ = Im z^k, one complex product per point and degree, then
-one matrix product for all fields).
+Grid transforms are real FFTs on the equispaced nodes. Point transforms are sums over the
+powers z^k = e^{ikθ} of z = (x_1 + i x_2) / |x| (exact to round-off, no angle and no
+trigonometric function: cos kθ = Re z^k, sin kθ = Im z^k, one complex product per point and
+degree, then one matrix product for all fields) up to degree :data:`_POWER_MAX_LMAX` at any
+number of points, and above it below :data:`_NUFFT_MIN_WORK`; otherwise type-2/type-1
+non-uniform FFTs (ducc0).
 """
 
 from __future__ import annotations
