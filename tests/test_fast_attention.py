@@ -143,7 +143,8 @@ def test_s1_power_sum_blocks_give_the_one_block_sum():
     lam = attention_eigenvalues(2, beta, L) / (2 * np.pi)
     one = _s1_direct(w, z, lam, 4096)
     for block in (1, 97, 1000):
-        assert np.abs(_s1_direct(w, z, lam, block) - one).max() <= 1e-14 * np.abs(one).max()
+        # only the order of the block sums differs: measured 1.2-4.4 u of the largest value
+        assert np.abs(_s1_direct(w, z, lam, block) - one).max() <= 32 * np.finfo(float).eps * np.abs(one).max()
     s = one.imag / (beta * one.real)
     v = np.stack([-x[:, 1] * s, x[:, 0] * s], axis=1)
     ref = attention_velocity(x, beta, weights=w)
