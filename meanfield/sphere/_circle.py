@@ -32,9 +32,9 @@ _NUFFT_MIN_WORK = 2**14
 #: Largest degree whose point transforms use the power sums at every N: both costs grow as N,
 #: the power sums' also as lmax. Measured on 2 cores (medians of 100 calls, the NUFFT on the
 #: threads of :func:`~meanfield.point_threads`), NUFFT / power sums for the Hessian (3 fields)
-#: and the adjoint: 1.4-2.0 and 1.3-2.0 at lmax 6-12 for N = 10^3-3·10^4, 1.0-1.3 and 1.0-1.25 at
-#: 16 up to 10^5, 0.9-1.2 and 0.9-1.2 at 20, 0.9-1.1 and 0.77-0.9 at 24, and 0.4-0.8 at 30-64
-#: from 4096 points.
+#: and the adjoint: 1.36-1.95 and 1.28-2.04 at lmax 6-12 for N = 10^3-3·10^4 (one Hessian call
+#: at 0.91), 1.00-1.29 and 1.00-1.25 at 16 up to 10^5, 1.02-1.21 and 0.90-1.18 at 20, 0.92-1.14
+#: and 0.77-1.10 at 24, and 0.26-0.83 at 30-64 from 4096 points (one Hessian call at 1.12).
 _POWER_MAX_LMAX = 16
 
 
