@@ -120,9 +120,9 @@ __all__ = [
 #: 2 cores, see ``benchmarks/results_attention.md``, section "Small-N crossover", tol 1e-10: the
 #: spectral path has a floor of about 0.2 ms on S^2 at β = 0.1 (exact low-degree transforms),
 #: 0.35-0.5 ms at β = 1-10, and 0.07-0.1 ms on S^1; the direct sum costs 0.24-0.27 ms at N = 256
-#: and 0.53-0.59 ms at 384 on S^2, 0.08 ms at 128 on S^1 (two runs). Re-measured after the spectral path became
-#: faster: from 384 tokens on S^2 the spectral path wins at every β measured, at 256 only at
-#: β = 0.1, so 384 was kept).
+#: and 0.53-0.59 ms at 384 on S^2, 0.08 ms at 128 on S^1 (two runs). Re-measured after the
+#: spectral path became faster: from 384 tokens on S^2 the spectral path wins at every β
+#: measured, at 256 only at β = 0.1, so 384 was kept).
 AUTO_MIN_N = {2: 128, 3: 384}
 
 _DEGREE_CAP = 2048
