@@ -15,6 +15,7 @@ import ducc0
 import numpy as np
 
 from ._threads import one_blas_thread, point_threads
+from .sphere._circle import circle_powers
 from . import _validate
 from ._validate import as_float, as_int, as_points, as_real_array, check_cost
 
@@ -171,26 +172,18 @@ def _s1_direct(w, z, lam, block):
     if L == 0:
         return np.full(n, lam[0] * c0, dtype=np.complex128)
     P = np.empty((L, min(block, n)), dtype=np.complex128)
-
-    def powers(s: int, e: int) -> np.ndarray:
-        Pb, zb = P[:, : e - s], z[s:e]
-        Pb[0] = zb
-        for k in range(1, L):
-            np.multiply(Pb[k - 1], zb, out=Pb[k])
-        return Pb
-
     S = np.zeros(L, dtype=np.complex128)  # Σ_j w_j z_j^k, k = 1..L: c_k = conj(S_k)
     out = np.empty(n, dtype=np.complex128)
     with one_blas_thread():
         for s in range(0, n, block):
             e = min(n, s + block)
-            S += powers(s, e) @ w[s:e].astype(np.complex128)
+            S += circle_powers(z[s:e], L, P) @ w[s:e].astype(np.complex128)
         a = lam[1:] * np.conj(S)
         # g = lam_0 c_0 + Re Σ_{k>0} 2 a_k z^k,  g' = Re Σ_{k>0} 2 i k a_k z^k
         coef = np.stack([2 * a, 2j * np.arange(1, L + 1) * a])
         for s in range(0, n, block):
             e = min(n, s + block)
-            G = coef @ (P[:, : e - s] if n <= block else powers(s, e))
+            G = coef @ (P[:, : e - s] if n <= block else circle_powers(z[s:e], L, P))
             out.real[s:e] = G[0].real + lam[0] * c0
             out.imag[s:e] = G[1].real
     return out

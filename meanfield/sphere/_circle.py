@@ -76,6 +76,20 @@ def ddtheta(c: np.ndarray, lmax: int) -> np.ndarray:
     return out
 
 
+def circle_powers(z: np.ndarray, L: int, out: np.ndarray) -> np.ndarray:
+    """Rows z^1..z^L (L, B) of unit complex numbers z (B,), written into ``out[:L, :B]`` (complex).
+
+    One vectorised product per degree (no angle, no trigonometric function): the power sums of
+    the point transforms below and of the S^1 attention's exact path share it.
+    """
+    P = out[:L, : z.shape[0]]
+    if L:
+        P[0] = z
+        for k in range(1, L):
+            np.multiply(P[k - 1], z, out=P[k])
+    return P
+
+
 def _tangent(x: np.ndarray) -> np.ndarray:
     """Unit tangents e_θ = (-sin θ, cos θ) at the directions of x (N, 2): the point transforms read
     directions only (:attr:`CircleBasis.directions_only`), so gradients must not scale with |x|."""
@@ -153,16 +167,13 @@ class CircleBasis(Basis):
         L, n = self.lmax, x.shape[0]
         block = max(1, _POWER_ELEMENTS // max(L, 1))
         P = np.empty((L, min(block, n)), dtype=np.complex128)
+        z = np.empty(min(block, n), dtype=np.complex128)
         for s in range(0, n, block):
             e = min(n, s + block)
-            Pb = P[:, : e - s]
-            if L:
-                z = Pb[0]
-                z.real, z.imag = x[s:e, 0], x[s:e, 1]
-                z /= np.abs(z)  # the direction: |z| = 1 to round-off, which powers would amplify
-                for k in range(1, L):
-                    np.multiply(Pb[k - 1], z, out=Pb[k])
-            yield s, e, Pb
+            zb = z[: e - s]
+            zb.real, zb.imag = x[s:e, 0], x[s:e, 1]
+            zb /= np.abs(zb)  # the direction: |z| = 1 to round-off, which powers would amplify
+            yield s, e, circle_powers(zb, L, P)
 
     def _power_rows(self, rows: np.ndarray, x: np.ndarray) -> np.ndarray:
         """Values (K, N) of K real-coefficient fields (K, 2 lmax + 1) at x by the power sums:

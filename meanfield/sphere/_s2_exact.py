@@ -332,7 +332,7 @@ class LowDegreeS2:
             store = tables[1]
 
         L = self.lmax
-        blk, rows, nq = self.block, 3 * L + 5, W[0].shape[0] // (self._groups[0][1] - self._groups[0][0])
+        blk, rows, nq = self.block, 3 * L + 5, alm.shape[0] * (4 if grad else 1)  # rows of H per degree k
         starts = [a * nq for a, _, _ in self._groups] + [(L + 1) * nq]
 
         def blocks(a: int, b: int) -> None:
