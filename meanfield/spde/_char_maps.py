@@ -37,7 +37,7 @@ from .._attention_transforms import DUCC_EPS_MIN
 from .._threads import parallel_rows
 from ..attention import attention_eigenvalues
 from ..attention_spectral import SpectralAttention
-from ..sphere import basis, oriented_frame, tangent_volume
+from ..sphere import basis, oriented_frame, row_norms, tangent_volume
 
 __all__: list[str] = []
 
@@ -148,7 +148,7 @@ def tangent_det(F: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def project_points(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    r = np.linalg.norm(z, axis=1)
+    r = row_norms(z)
     return z / r[:, None], r
 
 
@@ -442,7 +442,7 @@ def invert_step(step: Step, attention: Attention | None, y: np.ndarray, *, tol: 
         Ftr = vecmat(r, F)
         sol = np.linalg.solve(FtF, Ftr[:, :, None])[:, :, 0]
         x[act], _ = project_points(xa + matvec(E, sol))
-        nr = np.linalg.norm(r, axis=1)
+        nr = row_norms(r)
         # the transforms are accurate to ~eps, so the residual floors near 1e-14..1e-13:
         # stop at tol or once it no longer halves
         stalled = (it >= 3) & (nr > 0.5 * res[act])
@@ -451,4 +451,4 @@ def invert_step(step: Step, attention: Attention | None, y: np.ndarray, *, tol: 
         done[idx[(nr < tol) | stalled]] = True
     Tx, _, det = apply_step(step, attention, x, jac=True, det=True)
     logdet, _ = log_volume(det)
-    return x, logdet, np.linalg.norm(Tx - y, axis=1)
+    return x, logdet, row_norms(Tx - y)

@@ -12,7 +12,7 @@ from ._char_maps import apply_step, invert_step, matmat
 from .._serialise import json_default, load_named
 from .._validate import as_beta, as_float, as_int
 from ..attention import attention_eigenvalues, attention_energy, gap_energy
-from ..sphere import basis, has_basis, monomials
+from ..sphere import basis, has_basis, monomials, row_norms, row_sums
 from ..harmonics import degrees, harmonic_dimension, sphere_area
 
 __all__ = ["CharacteristicsError", "CharacteristicsSolution"]
@@ -300,7 +300,7 @@ class CharacteristicsSolution:
         sc = cells.take(sel)
         cols = np.linalg.norm(matmat(D, sc.start_frame()), axis=1) * sc.extents()  # (k, d-1)
         length = np.full(len(cells), np.nan)
-        length[sel] = cols.sum(axis=1)
+        length[sel] = row_sums(cols)
         c = cell_mass[sel] / cell_mass[sel].sum()
         return {"x": y, "mass": mass, "cell_mass": cell_mass, "length": length,
                 "rms_cell": float(math.sqrt(np.sum(c * np.sum(cols**2, axis=1)) / 12.0)),
@@ -358,7 +358,7 @@ class CharacteristicsSolution:
         x = np.asarray(x, dtype=np.float64)
         if x.ndim != 2 or x.shape[1] != self.d:
             raise ValueError(f"x must have shape (N, {self.d}), got {x.shape}")
-        return x / np.linalg.norm(x, axis=1, keepdims=True)
+        return x / row_norms(x)[:, None]
 
     def node_density(self, i: int) -> np.ndarray:
         """Forward density at the nodes, ρ_{t_i}(x_q(t_i)) = ρ_0(x_q(0)) / J_q, shape (N_i,)."""

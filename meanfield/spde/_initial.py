@@ -12,7 +12,7 @@ from .. import _validate
 from .._threads import one_blas_thread
 from .._validate import as_float, as_int, as_real_array, as_rng, check_cost
 from ..attention import attention_eigenvalues
-from ..sphere import basis, harmonic_dimension, sphere_area
+from ..sphere import basis, harmonic_dimension, row_norms, sphere_area
 
 __all__ = ["InitialCondition", "Uniform", "VonMisesFisher", "Mixture", "initial_condition_from_dict",
            "check_resolved", "required_degree_of", "minimum_lmax"]
@@ -131,7 +131,7 @@ class Uniform(InitialCondition):
         """n iid uniform points, shape (n, d) (normalised Gaussians)."""
         n = _sample_size(n, self.d)
         z = as_rng(seed).standard_normal((n, self.d))
-        return z / np.linalg.norm(z, axis=1, keepdims=True)
+        return z / row_norms(z)[:, None]
 
     def coefficients(self, lmax: int) -> np.ndarray:
         """Exact coefficients: only ρ_00 = ``1/sqrt(|S^{d-1}|)`` is non-zero."""
@@ -251,7 +251,7 @@ class VonMisesFisher(InitialCondition):
             w = np.concatenate([w, cand[ok]])
         w = np.clip(w[:n], -1.0, 1.0)
         g = rng.standard_normal((n, p - 1))
-        g /= np.linalg.norm(g, axis=1, keepdims=True)
+        g /= row_norms(g)[:, None]
         E = oriented_frame(self.mu[None])[0]  # (d, d-1), orthonormal complement of μ
         return w[:, None] * self.mu + np.sqrt(1.0 - w**2)[:, None] * (g @ E.T)
 

@@ -10,7 +10,8 @@ basis' transforms; on S^2, :class:`LowDegreeS2` gives the exact adjoint and synt
 gradients) of low-degree fields in ducc0's coefficient packing.
 """
 
-from ._geometry import angles_to_cart, cart_to_angles, project, sample_uniform, sphere_area, tangent_frame, tangent_project
+from ._geometry import (angles_to_cart, cart_to_angles, project, row_norms, row_sums, sample_uniform, sphere_area,
+                        tangent_frame, tangent_project)
 from ._quadrature import circle_quadrature, gauss_gegenbauer, gauss_legendre, product_nodes, product_quadrature, sphere_quadrature
 from ._hyper import (
     cart_to_hyperspherical,
@@ -40,6 +41,8 @@ __all__ = [
     "sphere_area",
     "project",
     "tangent_project",
+    "row_norms",
+    "row_sums",
     "cart_to_angles",
     "angles_to_cart",
     "tangent_frame",

@@ -34,7 +34,7 @@ import numpy as np
 
 from .. import _validate
 from .._validate import check_cost
-from ._geometry import sphere_area
+from ._geometry import row_norms, sphere_area
 from ._quadrature import product_nodes
 from ._gegenbauer import _Factors, _dot, _tables, chain_labels, n_functions
 from .basis import Basis, Grid, deliver, register_basis
@@ -185,7 +185,7 @@ class HypersphereBasis(Basis):
     @staticmethod
     def _unit(x) -> np.ndarray:
         x = np.asarray(x, dtype=np.float64)
-        return x / np.linalg.norm(x, axis=1, keepdims=True)
+        return x / row_norms(x)[:, None]
 
     def real_basis(self, x: np.ndarray) -> np.ndarray:
         x = self._unit(x)

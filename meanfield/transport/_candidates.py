@@ -105,6 +105,7 @@ import ot
 import scipy.sparse as sp
 from scipy.spatial import cKDTree
 
+from ..sphere import row_norms
 from ._checks import _BLOCK_ELEMENTS
 
 #: Cheapest targets kept per source (``max(k // 4, m // 16)`` against ``m < 16 k`` targets;
@@ -231,7 +232,7 @@ def _aligned(x, a, y, b):
     the density's cluster a few cluster widths away).
     """
     s = x + (b @ y - a @ x)
-    s /= np.maximum(np.linalg.norm(s, axis=1, keepdims=True), np.finfo(float).tiny)
+    s /= np.maximum(row_norms(s), np.finfo(float).tiny)[:, None]
     return s
 
 

@@ -538,6 +538,33 @@ def test_splitting_keeps_mass_and_past():
         assert np.abs(b.velocity(i, y) - ref).max() < 1e-12
 
 
+def test_saved_clouds_are_read_only_and_share_what_does_not_move():
+    """Saves at every step: positions and log J are each step's own arrays; x0, w and the masses
+    are one array per stretch between splits (no copy per save); all are read-only, so that no
+    caller can change a saved cloud through another. Splits start new arrays."""
+    T = 0.5
+    noise = _noise(T)
+    te = np.arange(0, 33) * H
+    a = solve_characteristics(VMF, noise, 1.0, te, H, n_lat=16, tol=None, split=False)
+    for get in ("positions", "masses", "log_jacobians", "weights", "initial_positions"):
+        arr = getattr(a, get)(-1)
+        assert not arr.flags.writeable, get
+        with pytest.raises(ValueError):
+            arr[0] = 0.0
+    assert a.initial_positions(0) is a.initial_positions(-1) and a.masses(0) is a.masses(-1)
+    assert a.weights(0) is a.weights(-1)
+    assert not np.shares_memory(a.positions(1), a.positions(2))
+    assert not np.shares_memory(a.log_jacobians(1), a.log_jacobians(2))
+    b = solve_characteristics(VMF, noise, 1.0, te, H, n_lat=16, tol=None, split_threshold=0.2, split_every=16)
+    n = np.array([len(b.masses(i)) for i in range(len(te))])
+    first = int(np.argmax(n > n[0]))  # the first save after a split
+    assert b.meta["n_splits"] > 0 and first > 1
+    assert b.masses(0) is b.masses(first - 1) and b.masses(first) is not b.masses(first - 1)
+    assert b.initial_positions(first) is b.initial_positions(first + 1) or n[first + 1] != n[first]
+    # the nodes kept through a split carry on from where they were
+    assert np.array_equal(a.positions(first - 1), b.positions(first - 1))
+
+
 def test_energy_and_variance():
     """Gap / attention energies equal meanfield.attention's direct sums with weights = masses."""
     sol = solve_characteristics(VMF, _noise(0.25), 2.0, [0.0, 0.25], H, n_lat=20)

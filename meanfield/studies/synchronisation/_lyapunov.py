@@ -26,6 +26,7 @@ import numpy as np
 from meanfield._seeds import child_seeds
 
 from meanfield._validate import as_float, as_int
+from meanfield.sphere import row_norms
 
 __all__ = ["LyapunovEstimate", "lyapunov_estimate", "tangent_lyapunov"]
 
@@ -106,10 +107,10 @@ def _pair_rate(x_base, direc, noise, h: float, t_total: float, chunk: float, eps
         sol = solve_particles(x, noise, 0.0, h, [(j + 1) * chunk], t0=j * chunk, attention="off")
         a, b = sol.final[:n], sol.final[n:]
         # geodesic distance from the chord: full precision at separations ~1e-6
-        r = 2.0 * np.arcsin(np.minimum(0.5 * np.linalg.norm(b - a, axis=1), 1.0))
+        r = 2.0 * np.arcsin(np.minimum(0.5 * row_norms(b - a), 1.0))
         acc += np.log(r / eps)
         u = b - np.einsum("ij,ij->i", a, b)[:, None] * a
-        u /= np.linalg.norm(u, axis=1, keepdims=True)
+        u /= row_norms(u)[:, None]
         x = np.concatenate([a, a * math.cos(eps) + u * math.sin(eps)])
     return acc / t_total
 
