@@ -18,6 +18,7 @@ import numpy as np
 
 from .._threads import one_blas_thread, point_threads
 from .basis import Basis, Grid, deliver, register_basis, work_array
+from ._geometry import row_norms
 from ._quadrature import circle_quadrature
 
 __all__ = ["CircleBasis", "CircleGrid"]
@@ -94,7 +95,7 @@ def _tangent(x: np.ndarray) -> np.ndarray:
     """Unit tangents e_θ = (-sin θ, cos θ) at the directions of x (N, 2): the point transforms read
     directions only (:attr:`CircleBasis.directions_only`), so gradients must not scale with |x|."""
     e = np.stack([-x[:, 1], x[:, 0]], axis=1)
-    e /= np.sqrt(np.einsum("ij,ij->i", e, e))[:, None]
+    e /= row_norms(e)[:, None]  # the numbers of the einsum form for two entries, twice as fast
     return e
 
 
