@@ -47,6 +47,12 @@ class CharacteristicsError(RuntimeError):
 # ----------------------------------------------------------------------------------------
 
 
+def _read_only(a: np.ndarray) -> np.ndarray:
+    """``a`` itself, read-only: the arrays of saved clouds are shared between saves, never copied."""
+    a.flags.writeable = False
+    return a
+
+
 class CharacteristicsSolution:
     """Node clouds of a characteristics run and everything computed from them.
 
@@ -95,7 +101,8 @@ class CharacteristicsSolution:
 
     # -- the node cloud --------------------------------------------------------------------
     def positions(self, i: int) -> np.ndarray:
-        """Node positions x_q(t_i), shape (N_i, d)."""
+        """Node positions x_q(t_i), shape (N_i, d); read-only, like every array of a saved cloud (the
+        saves share their masses, weights and starting points between cell splits)."""
         return self._snap(i)["x"]
 
     def masses(self, i: int) -> np.ndarray:
@@ -510,7 +517,7 @@ class CharacteristicsSolution:
         with np.load(path, allow_pickle=False) as f:
             meta = json.loads(str(f["meta"]))
             times = f["times"]
-            snaps = [{key: f[f"{key}_{i}"] for key in ("x", "mass", "logJ", "w", "x0", "rho")} | {
+            snaps = [{key: _read_only(f[f"{key}_{i}"]) for key in ("x", "mass", "logJ", "w", "x0", "rho")} | {
                 "diag": json.loads(str(f[f"diag_{i}"]))} for i in range(times.size)]
             sol = cls(int(f["d"]), times, snaps, None, f["k_save"], float(f["dt"]), None, None,
                       meta.get("split_threshold"), meta)

@@ -62,7 +62,7 @@ import numpy as np
 from ._char_cells import Cells
 from ._char_direct import DirectAttention
 from ._char_maps import Attention, NoiseStep, Step, apply_step, log_volume
-from ._char_solution import CharacteristicsError, CharacteristicsSolution
+from ._char_solution import CharacteristicsError, CharacteristicsSolution, _read_only
 from ._initial import InitialCondition, as_initial_condition
 from .._validate import as_beta, as_bool, as_float, as_int, as_matrix
 from ..noise import noise_dimension
@@ -92,12 +92,6 @@ def _dot(a: np.ndarray, b: np.ndarray) -> float:
     round-off O(u log n) (``einsum``'s running sums left 1.04e-14 of area defect at t = 0 on
     20000 nodes of S^4, against 1e-14 allowed)."""
     return float(np.sum(a * b))
-
-
-def _frozen(a: np.ndarray) -> np.ndarray:
-    """``a`` itself, read-only: saved arrays are shared between snapshots, never copied."""
-    a.flags.writeable = False
-    return a
 
 
 def _initial_density(rho0, d: int):
@@ -438,8 +432,8 @@ def solve_characteristics(
         # no copies: the solver replaces these arrays (each step makes new x and log J; a split new
         # x0, w and masses) and never writes into them, so snapshots share x0, w and the masses
         # between splits (about half the memory of a solution saved at every step)
-        snaps.append({"x": _frozen(state.x), "mass": _frozen(state.mass), "logJ": _frozen(state.logJ),
-                      "w": _frozen(state.cells.w), "x0": _frozen(state.x0), "diag": diag})
+        snaps.append({"x": _read_only(state.x), "mass": _read_only(state.mass), "logJ": _read_only(state.logJ),
+                      "w": _read_only(state.cells.w), "x0": _read_only(state.x0), "diag": diag})
         saved_t.append(t)
         if (tol is not None and diag["unresolved_mass"] > tol) or (area_tol is not None
                                                                  and diag["area_defect"] > area_tol):

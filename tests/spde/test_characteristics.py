@@ -538,10 +538,11 @@ def test_splitting_keeps_mass_and_past():
         assert np.abs(b.velocity(i, y) - ref).max() < 1e-12
 
 
-def test_saved_clouds_are_read_only_and_share_what_does_not_move():
+def test_saved_clouds_are_read_only_and_share_what_does_not_move(tmp_path):
     """Saves at every step: positions and log J are each step's own arrays; x0, w and the masses
     are one array per stretch between splits (no copy per save); all are read-only, so that no
-    caller can change a saved cloud through another. Splits start new arrays."""
+    caller can change a saved cloud through another (also after a save and load). Splits start
+    new arrays."""
     T = 0.5
     noise = _noise(T)
     te = np.arange(0, 33) * H
@@ -563,6 +564,9 @@ def test_saved_clouds_are_read_only_and_share_what_does_not_move():
     assert b.initial_positions(first) is b.initial_positions(first + 1) or n[first + 1] != n[first]
     # the nodes kept through a split carry on from where they were
     assert np.array_equal(a.positions(first - 1), b.positions(first - 1))
+    back = CharacteristicsSolution.load(a.save(tmp_path / "a"))
+    assert not back.positions(3).flags.writeable and not back.masses(3).flags.writeable
+    assert np.array_equal(back.positions(3), a.positions(3))
 
 
 def test_energy_and_variance():

@@ -93,7 +93,8 @@ def _long(**kw) -> dict:
 #: (solve again with 2M nodes to measure the reference's own error) and ``split`` (adaptive
 #: cell splitting). The characteristics scheme has no degree, so the horizons are not limited
 #: by resolution as those of the push-forward part are; the cost is one node cloud per step
-#: kept in memory (M × 80 bytes per step).
+#: kept in memory (M × 32 bytes per step: positions and log J; the masses, weights and starting
+#: points are shared by all steps between cell splits).
 LONG_PRESETS: dict[str, dict] = {
     "tiny": {
         "replicas": 2,
