@@ -26,6 +26,10 @@ __all__ = ["HomogeneousForm", "homogeneous_exponents"]
 
 #: Points per block: the monomial tables of a block stay in cache.
 _BLOCK = 4096
+#: Widest work arrays whose rows are contiguous; wider ones get :data:`_PAD` more entries a row
+#: (see :meth:`_Tables.work`).
+_CONTIGUOUS_MAX = 2048
+_PAD = 8
 #: Relative residual above which the conversion is refused (the caller keeps its transforms).
 _MAX_RESIDUAL = 1e-12
 
@@ -227,12 +231,21 @@ class _Tables:
         self._local = threading.local()
 
     def work(self, name: str, rows: int, cols: int) -> np.ndarray:
-        """A (rows, cols) work array of this thread, reused from call to call."""
+        """A (rows, cols) work array of this thread, reused from call to call.
+
+        Its rows are contiguous up to :data:`_CONTIGUOUS_MAX` columns and one cache line longer
+        above. Measured against rows of the fixed width 4096 (S^2, degree 6, three fields with
+        gradients): 1.13-1.25x faster at 256-2048 points with contiguous rows (1.06-1.18x against
+        padded ones there), and 1.10-1.16x at 3072-20000 points with padded rows (contiguous ones
+        of 4096 doubles, 32 kB apart, were no faster than the fixed width).
+        """
+        width = cols if cols <= _CONTIGUOUS_MAX else cols + _PAD
+        need = rows * width
         buf = getattr(self._local, name, None)
-        if buf is None or buf.shape[0] < rows or buf.shape[1] < cols:
-            buf = np.empty((rows, max(cols, _BLOCK)))
+        if buf is None or buf.size < need:
+            buf = np.empty(max(need, rows * (_BLOCK + _PAD)))
             setattr(self._local, name, buf)
-        return buf[:rows, :cols]
+        return buf[:need].reshape(rows, width)[:, :cols]
 
     def __call__(self, uT: np.ndarray) -> list:
         """Monomial tables of degree 0..L at points uT (d, B): list of (n_k, B) views of one work array."""
