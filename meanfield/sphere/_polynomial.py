@@ -235,7 +235,7 @@ class _Tables:
 
         Its rows are contiguous up to :data:`_CONTIGUOUS_MAX` columns and one cache line longer
         above. Measured against rows of the fixed width 4096 (S^2, degree 6, three fields with
-        gradients): 1.13-1.25x faster at 256-2048 points with contiguous rows (1.06-1.18x against
+        gradients): 1.14-1.30x faster at 256-2048 points with contiguous rows (1.12-1.20x against
         padded ones there), and 1.10-1.16x at 3072-20000 points with padded rows (contiguous ones
         of 4096 doubles, 32 kB apart, were no faster than the fixed width).
         """
