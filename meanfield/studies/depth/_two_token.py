@@ -19,6 +19,7 @@ import numpy as np
 
 from meanfield._validate import as_int
 from meanfield.kernels import ActivationKernel
+from meanfield.sphere import row_norms
 
 __all__ = ["two_token_transformer"]
 
@@ -31,7 +32,7 @@ def _attention(x, y, beta, alpha1):
     ay = (1 - w) * y + w * x
     xn = x + alpha1 * ax
     yn = y + alpha1 * ay
-    return xn / np.linalg.norm(xn, axis=1, keepdims=True), yn / np.linalg.norm(yn, axis=1, keepdims=True)
+    return xn / row_norms(xn)[:, None], yn / row_norms(yn)[:, None]
 
 
 def _gauss_gram(kern, c):
@@ -106,14 +107,14 @@ def two_token_transformer(x0, y0, *, L: int, width: int, n: int, T: float = 1.0,
         gram = _gauss_gram(kern, c) if width == 0 else _width_gram(kern.phi, sigma_w, c, width, rng)
         fx, fy = _field(*gram, xi)
         x, y = x + a2 * fx, y + a2 * fy
-        x /= np.linalg.norm(x, axis=1, keepdims=True)
-        y /= np.linalg.norm(y, axis=1, keepdims=True)
+        x /= row_norms(x)[:, None]
+        y /= row_norms(y)[:, None]
         if both:
             xg, yg = _attention(xg, yg, beta, a1)
             fx, fy = _field(*_gauss_gram(kern, np.einsum("ij,ij->i", xg, yg)), xi)
             xg, yg = xg + a2 * fx, yg + a2 * fy
-            xg /= np.linalg.norm(xg, axis=1, keepdims=True)
-            yg /= np.linalg.norm(yg, axis=1, keepdims=True)
+            xg /= row_norms(xg)[:, None]
+            yg /= row_norms(yg)[:, None]
     out = {"c": np.einsum("ij,ij->i", x, y)}
     if both:
         out["c_gauss"] = np.einsum("ij,ij->i", xg, yg)
