@@ -16,6 +16,7 @@ import numpy as np
 
 from ._threads import one_blas_thread, point_threads
 from .sphere._circle import circle_powers
+from .sphere._s2 import adjoint_at
 from . import _validate
 from ._validate import as_float, as_int, as_points, as_real_array, check_cost
 
@@ -141,9 +142,7 @@ def empirical_coefficients(x, lmax: int, weights=None, *, epsilon: float = 1e-12
 
 
 def _s2_adjoint(w, loc, lmax, epsilon, nthreads):
-    return ducc0.sht.experimental.adjoint_synthesis_general(
-        map=w[None, :], spin=0, lmax=lmax, loc=loc, epsilon=epsilon, nthreads=nthreads
-    )[0]
+    return adjoint_at(w, lmax, loc, epsilon=epsilon, nthreads=nthreads)
 
 
 def _s1_adjoint(w, theta, lmax, epsilon, nthreads):

@@ -18,7 +18,27 @@ import numpy as np
 from .._threads import is_deterministic
 from .._validate import as_int, as_real_array
 
-__all__ = ["real_basis_s2", "n_alm", "alm_index", "real_to_alm", "alm_to_real", "synthesis_at"]
+__all__ = ["real_basis_s2", "n_alm", "alm_index", "real_to_alm", "alm_to_real", "synthesis_at", "adjoint_at",
+           "ADJOINT_THREADED_DEGREE", "TORUS_PAIR_MIN_POINTS", "TORUS_PAIR_POINTS_PER_MODE"]
+
+#: Degree at which ducc0 0.42's ``adjoint_synthesis_general`` runs when it has two threads or more
+#: and a lower degree is asked for; the coefficients up to the lower degree are then taken out.
+#: Below about degree 40 its threads do not share the work: at 10^6 points and ε = 1e-11 one
+#: thread took 47-49 ms at every degree 6-64, two threads 43-50 ms at degrees 5-20, 35 at 32,
+#: 26 at 48 and 24 at 64 (ε = 1e-7: 23-42 ms at degrees 5-16, 17.4 at 64). Its syntheses and the
+#: type-1 NUFFT (S^1) do not have this limit. The coefficients taken out are the same quantities,
+#: as accurate: relative L2 errors 1.7e-12 against 2.5e-12 (degree 12, signed weights, ε = 1e-11).
+ADJOINT_THREADED_DEGREE = 64
+
+#: Several spin-0 fields at ``n`` points go through the torus in pairs (:func:`synthesis_at`), two
+#: real fields per complex transform, once n >= max(TORUS_PAIR_MIN_POINTS,
+#: TORUS_PAIR_POINTS_PER_MODE (lmax + 1)²); below, one ducc0 ``synthesis_general`` per field. The
+#: route's fixed cost grows with the degree. Measured with ducc0 0.42 (ε = 1e-11), two ducc0 calls
+#: against one pair: 1.09-1.44x at 4608-10^6 points and degrees 6-24, 1.34x at degree 48 and
+#: 10^6 points, 1.18x at degree 64 and 10^5 points; 0.76-1.04x at 64-1024 points, 0.97x at degree
+#: 64 and 65536 points, 0.67-0.68x at degree 128 and 65536-131072 points.
+TORUS_PAIR_MIN_POINTS = 2048
+TORUS_PAIR_POINTS_PER_MODE = 20
 
 
 @functools.lru_cache(maxsize=64)
@@ -169,7 +189,9 @@ def synthesis_at(alm: np.ndarray, lmax: int, loc: np.ndarray, *, spin: int = 0, 
 
     f(θ_i, φ_i) = Σ_{l, m} a_lm Y_lm(θ_i, φ_i) (ducc0's ``synthesis_general`` conventions, any spin
     and mode), to ``epsilon``; shapes ``alm`` (ncomp, n_alm(lmax)), ``loc`` (N, 2) of
-    (colatitude, longitude), result (ncomp, N). With spin 0, ``ncomp`` fields of any number.
+    (colatitude, longitude), result (ncomp, N). With spin 0, ``ncomp`` fields of any number; two
+    or more at enough points (:data:`TORUS_PAIR_MIN_POINTS`) take the route below in pairs, which
+    packs two real fields into one complex transform.
 
     Inside :func:`meanfield.deterministic` spin-0 fields take another route. ducc0 0.42's
     ``synthesis_general`` with spin 0 gives results that differ in the last bit between calls with
@@ -181,8 +203,9 @@ def synthesis_at(alm: np.ndarray, lmax: int, loc: np.ndarray, *, spin: int = 0, 
     θ_j = 2π j / (2 lmax + 2), j <= lmax + 1 (``alm2leg``; ring 2 lmax + 2 - j is ring j turned by π)
     and an FFT in θ, and ducc0's 2-D non-uniform FFT (``nufft.u2nu``, two real fields per complex
     call) evaluates it at the points. Each piece gave the same bits whatever the memory addresses
-    (600 calls per case with the heap churned between them); the cost is about twice that of
-    ``synthesis_general``, with the same accuracy.
+    (600 calls per case with the heap churned between them). With the same accuracy, one field
+    costs 1.4-2.1 ``synthesis_general`` calls (512-10^6 points, degrees 6 and 16), a pair of fields
+    0.69-0.92 of two such calls at the sizes where it is taken.
 
     Examples
     --------
@@ -199,10 +222,48 @@ def synthesis_at(alm: np.ndarray, lmax: int, loc: np.ndarray, *, spin: int = 0, 
     if spin == 0 and mode == "STANDARD":
         if is_deterministic():
             return _torus_spin0(alm, lmax, loc, epsilon, nthreads)
+        pair_min = max(TORUS_PAIR_MIN_POINTS, TORUS_PAIR_POINTS_PER_MODE * (lmax + 1) ** 2)
+        if alm.shape[0] > 1 and loc.shape[0] >= pair_min:
+            pairs = alm.shape[0] - alm.shape[0] % 2
+            out = np.empty((alm.shape[0], loc.shape[0]))
+            out[:pairs] = _torus_spin0(alm[:pairs], lmax, loc, epsilon, nthreads)
+            if pairs < alm.shape[0]:
+                out[pairs:] = synthesis_at(alm[pairs:], lmax, loc, epsilon=epsilon, nthreads=nthreads)
+            return out
         if alm.shape[0] > 1:  # ducc0 takes one spin-0 field per call
             return np.stack([synthesis_at(a[None], lmax, loc, epsilon=epsilon, nthreads=nthreads)[0] for a in alm])
     return ducc0.sht.synthesis_general(alm=alm, spin=spin, lmax=lmax, loc=loc, epsilon=epsilon,
                                        nthreads=nthreads, mode=mode)
+
+
+def adjoint_at(values: np.ndarray, lmax: int, loc: np.ndarray, *, epsilon: float, nthreads: int) -> np.ndarray:
+    """Adjoint of the spin-0 synthesis at arbitrary points: the one entry point of the S^2 point adjoints.
+
+    a_lm = Σ_i w_i conj(Y_lm(θ_i, φ_i)) for 0 <= m <= l <= lmax (ducc0's
+    ``adjoint_synthesis_general``, the adjoint of :func:`synthesis_at` with spin 0), to ``epsilon``;
+    shapes ``values`` (N,) real, ``loc`` (N, 2) of (colatitude, longitude), result (n_alm(lmax),)
+    complex. With ``nthreads`` >= 2 a degree below :data:`ADJOINT_THREADED_DEGREE` is computed at
+    that degree and truncated: ducc0's threads share the work there only.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.sphere._s2 import adjoint_at
+    >>> a = adjoint_at(np.array([2.0]), 1, np.array([[0.0, 0.0]]), epsilon=1e-12, nthreads=1)
+    >>> bool(np.allclose(a, [2 / np.sqrt(4 * np.pi), 2 * np.sqrt(3 / (4 * np.pi)), 0.0]))
+    True
+    """
+    degree = ADJOINT_THREADED_DEGREE if nthreads >= 2 and lmax < ADJOINT_THREADED_DEGREE else lmax
+    out = ducc0.sht.experimental.adjoint_synthesis_general(
+        map=np.asarray(values, dtype=np.float64)[None], spin=0, lmax=degree, loc=loc, epsilon=epsilon,
+        nthreads=nthreads)[0]
+    return out if degree == lmax else out[_truncation(lmax, degree)]
+
+
+@functools.lru_cache(maxsize=64)
+def _truncation(lmax: int, degree: int) -> np.ndarray:
+    """Indices of the coefficients l <= lmax within ducc0's packing to ``degree``, in the packing to lmax."""
+    return np.concatenate([alm_index(degree, np.arange(m, lmax + 1), m) for m in range(lmax + 1)])
 
 
 def _torus_spin0(alm: np.ndarray, lmax: int, loc: np.ndarray, epsilon: float, nthreads: int) -> np.ndarray:

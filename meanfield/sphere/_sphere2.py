@@ -12,7 +12,7 @@ from .._threads import default_threads, grid_threads, parallel_rows, point_threa
 from ._points import S2Points, s2_points
 from ._quadrature import gauss_legendre
 from ._ring_frame import FRAME_TABLE_MAX_BYTES, gl_ring_frame_table, table_bytes
-from ._s2 import _complex_sh_cartesian, _real_to_alm, alm_index, alm_to_real, n_alm, real_basis_s2, real_to_alm, synthesis_at
+from ._s2 import _complex_sh_cartesian, _real_to_alm, adjoint_at, alm_index, alm_to_real, n_alm, real_basis_s2, real_to_alm, synthesis_at
 from .basis import Basis, Grid, register_basis, work_array
 
 __all__ = ["S2Basis", "S2Grid", "NUFFT_EPS"]
@@ -145,9 +145,8 @@ class S2Basis(Basis):
 
     def adjoint(self, values, x, *, epsilon=None):
         loc = s2_points(x).loc
-        out = ducc0.sht.experimental.adjoint_synthesis_general(
-            map=values[None].astype(np.float64), spin=0, lmax=self.lmax, loc=loc,
-            epsilon=epsilon or NUFFT_EPS, nthreads=point_threads(loc.shape[0], self.lmax))[0]
+        out = adjoint_at(values, self.lmax, loc, epsilon=epsilon or NUFFT_EPS,
+                         nthreads=point_threads(loc.shape[0], self.lmax))
         out[0] = values.sum() / math.sqrt(4 * math.pi)
         return out
 
