@@ -146,7 +146,8 @@ S1_DIRECT_MAX_WORK = 65536
 #: transforms exactly (:class:`meanfield.sphere.LowDegreeS2`, O(N L²)) instead of with ducc0's
 #: non-uniform transforms. Measured on 2 cores (``benchmarks/results_attention.md``, the two
 #: alternating in one process): the exact path is faster at L = 5 (β = 0.1, tol 1e-6) and L = 7
-#: (tol 1e-10) up to about 3·10^5 tokens (1.1-1.8x for N = 2·10^3-10^5, even at 3·10^5), slower
+#: (tol 1e-10) up to about 10^5 tokens (1.1-1.8x for N = 2·10^3-10^5; 1.08-1.28x at 10^5 since
+#: the threaded adjoint below), about as fast at 3·10^5, slower
 #: from L = 9 (0.7-0.9x) and even at L = 10-12 for N <= 2·10^4. In separate processes the
 #: particle step with noise at N = 10^5 measured 1.10x with it. With the weight products grouped
 #: by degree (:class:`~meanfield.sphere.LowDegreeS2`), L = 9 (β = 1, tol 1e-6) measured 0.95-1.12x
@@ -157,6 +158,11 @@ S2_DIRECT_MAX_POINTS = 1 << 17
 #: on ε) are taken at every N: with the weight products grouped by degree they measured 1.07-1.27x
 #: faster than the non-uniform ones at N = 3·10^5 and 10^6 for ε = 1e-8 to 1e-11 (β = 0.1, L = 5-7,
 #: medians of 4-8 alternating calls on 2 cores), while at ε = 1e-7 the two were within 0.92-1.06x.
+#: With the threaded adjoint at degree :data:`~meanfield.sphere._s2.ADJOINT_THREADED_DEGREE`, the
+#: NUFFT measured 0.89-0.94x the exact transforms at 3·10^5 tokens and 0.93-1.08x at 10^6 for
+#: ε = 1e-9 and 1e-11 (best and median of 9 alternating calls, two runs), and the drift at 10^6
+#: tokens and tol 1e-10 took 114.5 ms with it against 108.9 ms with the exact ones (best of 3
+#: alternating runs of the speed benchmark): the rule stays.
 S2_DIRECT_ANY_N_EPS = 1e-8
 
 #: β < 0: velocity round-off in units of u e^{2 abs(β)} (u the double-precision epsilon); measured
