@@ -159,7 +159,7 @@ S2_DIRECT_MAX_POINTS = 1 << 17
 #: faster than the non-uniform ones at N = 3·10^5 and 10^6 for ε = 1e-8 to 1e-11 (β = 0.1, L = 5-7,
 #: medians of 4-8 alternating calls on 2 cores), while at ε = 1e-7 the two were within 0.92-1.06x.
 #: With the threaded adjoint at degree :data:`~meanfield.sphere._s2.ADJOINT_THREADED_DEGREE`, the
-#: NUFFT measured 0.89-0.94x the exact transforms at 3·10^5 tokens and 0.93-1.08x at 10^6 for
+#: NUFFT measured 0.89-0.94x the exact transforms at 3·10^5 tokens and 0.99-1.05x at 10^6 for
 #: ε = 1e-9 and 1e-11 (best and median of 9 alternating calls, two runs), and the drift at 10^6
 #: tokens and tol 1e-10 took 114.5 ms with it against 108.9 ms with the exact ones (best of 3
 #: alternating runs of the speed benchmark): the rule stays.

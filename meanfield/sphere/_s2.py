@@ -24,10 +24,11 @@ __all__ = ["real_basis_s2", "n_alm", "alm_index", "real_to_alm", "alm_to_real", 
 #: Degree at which ducc0 0.42's ``adjoint_synthesis_general`` runs when it has two threads or more
 #: and a lower degree is asked for; the coefficients up to the lower degree are then taken out.
 #: Below about degree 40 its threads do not share the work: at 10^6 points and ε = 1e-11 one
-#: thread took 47-49 ms at every degree 6-64, two threads 43-50 ms at degrees 5-20, 35 at 32,
+#: thread took 46-51 ms at every degree 6-64, two threads 43-50 ms at degrees 5-20, 35 at 32,
 #: 26 at 48 and 24 at 64 (ε = 1e-7: 23-42 ms at degrees 5-16, 17.4 at 64). Its syntheses and the
 #: type-1 NUFFT (S^1) do not have this limit. The coefficients taken out are the same quantities,
-#: as accurate: relative L2 errors 1.7e-12 against 2.5e-12 (degree 12, signed weights, ε = 1e-11).
+#: as accurate: relative L2 errors 1.7-1.8e-12 against 2.5-2.9e-12 (degree 12, signed weights,
+#: ε = 1e-11, 6·10^4 and 3·10^5 points).
 ADJOINT_THREADED_DEGREE = 64
 
 #: Several spin-0 fields at ``n`` points go through the torus in pairs (:func:`synthesis_at`), two
@@ -35,7 +36,7 @@ ADJOINT_THREADED_DEGREE = 64
 #: TORUS_PAIR_POINTS_PER_MODE (lmax + 1)²); below, one ducc0 ``synthesis_general`` per field. The
 #: route's fixed cost grows with the degree. Measured with ducc0 0.42 (ε = 1e-11), two ducc0 calls
 #: against one pair: 1.09-1.44x at 4608-10^6 points and degrees 6-24, 1.34x at degree 48 and
-#: 10^6 points, 1.18x at degree 64 and 10^5 points; 0.76-1.04x at 64-1024 points, 0.97x at degree
+#: 10^6 points, 1.18x at degree 64 and 10^5 points; 0.72-1.04x at 64-1024 points, 0.97x at degree
 #: 64 and 65536 points, 0.67-0.68x at degree 128 and 65536-131072 points.
 TORUS_PAIR_MIN_POINTS = 2048
 TORUS_PAIR_POINTS_PER_MODE = 20
