@@ -230,7 +230,7 @@ def parallel_rows(fn, n: int, *, block: int | None = None, min_rows: int | None 
         Number of rows.
     block : int, optional
         Rows per call of ``fn`` (default :data:`CACHE_ROWS`: the temporaries of an elementwise
-        kernel then stay in cache).
+        kernel then stay in the caches, and its NumPy calls are paid once per block).
     min_rows : int, optional
         Rows from which the work is split over threads (default :data:`PARALLEL_MIN_ROWS`).
 

@@ -223,16 +223,16 @@ def synthesis_at(alm: np.ndarray, lmax: int, loc: np.ndarray, *, spin: int = 0, 
     if spin == 0 and mode == "STANDARD":
         if is_deterministic():
             return _torus_spin0(alm, lmax, loc, epsilon, nthreads)
-        pair_min = max(TORUS_PAIR_MIN_POINTS, TORUS_PAIR_POINTS_PER_MODE * (lmax + 1) ** 2)
-        if alm.shape[0] > 1 and loc.shape[0] >= pair_min:
+        if alm.shape[0] > 1:
+            if loc.shape[0] < max(TORUS_PAIR_MIN_POINTS, TORUS_PAIR_POINTS_PER_MODE * (lmax + 1) ** 2):
+                # ducc0 takes one spin-0 field per call
+                return np.stack([synthesis_at(a[None], lmax, loc, epsilon=epsilon, nthreads=nthreads)[0] for a in alm])
             pairs = alm.shape[0] - alm.shape[0] % 2
             out = np.empty((alm.shape[0], loc.shape[0]))
             out[:pairs] = _torus_spin0(alm[:pairs], lmax, loc, epsilon, nthreads)
             if pairs < alm.shape[0]:
                 out[pairs:] = synthesis_at(alm[pairs:], lmax, loc, epsilon=epsilon, nthreads=nthreads)
             return out
-        if alm.shape[0] > 1:  # ducc0 takes one spin-0 field per call
-            return np.stack([synthesis_at(a[None], lmax, loc, epsilon=epsilon, nthreads=nthreads)[0] for a in alm])
     return ducc0.sht.synthesis_general(alm=alm, spin=spin, lmax=lmax, loc=loc, epsilon=epsilon,
                                        nthreads=nthreads, mode=mode)
 
