@@ -130,7 +130,7 @@ def empirical_coefficients(x, lmax: int, weights=None, *, epsilon: float = 1e-12
     nthreads = point_threads(x.shape[0], lmax) if nthreads is None else as_int(nthreads, "nthreads", min_value=1)
     if d == 3:
         loc, _ = _s2_loc(x)
-        return _s2_adjoint(w, loc, lmax, epsilon, nthreads)
+        return adjoint_at(w, lmax, loc, epsilon=epsilon, nthreads=nthreads)
     theta = np.arctan2(x[:, 1], x[:, 0])
     c = _s1_adjoint(w, theta, lmax, epsilon, nthreads)  # c_k, k = -lmax..lmax
     out = np.empty(2 * lmax + 1)
@@ -139,10 +139,6 @@ def empirical_coefficients(x, lmax: int, weights=None, *, epsilon: float = 1e-12
     out[1::2] = pos.real / math.sqrt(math.pi)
     out[2::2] = -pos.imag / math.sqrt(math.pi)
     return out
-
-
-def _s2_adjoint(w, loc, lmax, epsilon, nthreads):
-    return adjoint_at(w, lmax, loc, epsilon=epsilon, nthreads=nthreads)
 
 
 def _s1_adjoint(w, theta, lmax, epsilon, nthreads):

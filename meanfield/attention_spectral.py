@@ -87,7 +87,6 @@ from ._attention_transforms import (  # noqa: F401
     _normalised_weights,
     _s1_adjoint,
     _s1_direct,
-    _s2_adjoint,
     _s2_loc,
     _s2_tangent,
     empirical_coefficients,
@@ -98,7 +97,7 @@ from .attention import DEFAULT_BLOCK, attention_eigenvalues, attention_velocity,
 from .harmonics import harmonic_dimension, sphere_area
 from .sphere import basis
 from .sphere._points import s2_points
-from .sphere._s2 import synthesis_at
+from .sphere._s2 import adjoint_at, synthesis_at
 from .sphere._s2_exact import MAX_LMAX as LOW_DEGREE_MAX_LMAX, low_degree_s2
 
 __all__ = [
@@ -420,7 +419,7 @@ class SpectralAttention:
         pts = s2_points(x)
         loc = pts.loc
         nt = self._threads(loc.shape[0], L)
-        alm = _s2_adjoint(w, loc, L, eps, nt)
+        alm = adjoint_at(w, L, loc, epsilon=eps, nthreads=nt)
         alm = (lam[basis(3, L).ell] * alm)[None, :]
         g = synthesis_at(alm, L, loc, epsilon=eps, nthreads=nt)[0]
         grad = synthesis_at(alm, L, loc, spin=1, mode="DERIV1", epsilon=eps, nthreads=nt)

@@ -263,8 +263,11 @@ def adjoint_at(values: np.ndarray, lmax: int, loc: np.ndarray, *, epsilon: float
 
 @functools.lru_cache(maxsize=64)
 def _truncation(lmax: int, degree: int) -> np.ndarray:
-    """Indices of the coefficients l <= lmax within ducc0's packing to ``degree``, in the packing to lmax."""
-    return np.concatenate([alm_index(degree, np.arange(m, lmax + 1), m) for m in range(lmax + 1)])
+    """Indices of the coefficients l <= lmax within ducc0's packing to ``degree``, in the packing to lmax
+    (read-only: the cache hands the same array to every caller)."""
+    idx = np.concatenate([alm_index(degree, np.arange(m, lmax + 1), m) for m in range(lmax + 1)])
+    idx.flags.writeable = False
+    return idx
 
 
 def _torus_spin0(alm: np.ndarray, lmax: int, loc: np.ndarray, epsilon: float, nthreads: int) -> np.ndarray:
