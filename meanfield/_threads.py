@@ -24,7 +24,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 __all__ = ["default_threads", "deterministic", "is_deterministic", "point_threads", "grid_threads", "parallel_rows",
-           "MAX_THREADS", "POINTS_PER_THREAD", "GRID_SERIAL_WORK"]
+           "MAX_THREADS", "POINTS_PER_THREAD", "GRID_SERIAL_WORK", "RING_FFT_SERIAL_WORK", "ring_fft_threads"]
 
 #: Upper bound of the default: the transforms used here stop scaling beyond it.
 MAX_THREADS = 8
@@ -56,6 +56,15 @@ POINTS_PER_THREAD = 25000
 #: at 65536, as with one thread for all; at lmax 96, 104 and 112 this bound was as fast as two threads for
 #: every transform (1.52-1.59, 1.62-1.71 and 1.96-2.01 ms). One map stays on one thread up to lmax 118.
 GRID_SERIAL_WORK = 1 << 16
+
+#: Maps times grid nodes below which the ring sums of a Gauss–Legendre grid as one batched real
+#: FFT (:class:`~meanfield.sphere._ring_fft.RingFFT`) run on one thread. Measured inside SPDE steps
+#: with ducc0 0.42 on 2 shared cores (minima of 5-6 alternating solves), one thread against the
+#: threads of :data:`GRID_SERIAL_WORK`: the push-forward step at lmax 64 (four maps, 78400) 2.04
+#: against 2.27 ms and at lmax 128 (310400) 5.70 against 5.62 ms; the exponential step at lmax
+#: 96 1.26 against 1.48 ms and at lmax 128 2.05 against 2.16 ms, but at lmax 256 (three maps,
+#: 926400) 8.0 against 6.6 ms.
+RING_FFT_SERIAL_WORK = 1 << 19
 
 # A context variable, not a module flag: tasks running concurrently in threads of one
 # process (a threaded Dask worker) each keep their own setting.
@@ -139,6 +148,19 @@ def grid_threads(work: int) -> int:
     1
     """
     return default_threads() if int(work) >= GRID_SERIAL_WORK else 1
+
+
+def ring_fft_threads(work: int) -> int:
+    """Threads for the batched ring FFT of a grid transform: :func:`default_threads` once its work,
+    maps x grid nodes, reaches :data:`RING_FFT_SERIAL_WORK`, else one.
+
+    Examples
+    --------
+    >>> from meanfield._threads import ring_fft_threads
+    >>> ring_fft_threads(4 * 77600)  # four maps at lmax 128 on S^2 (194 x 400 nodes)
+    1
+    """
+    return default_threads() if int(work) >= RING_FFT_SERIAL_WORK else 1
 
 
 def default_threads() -> int:

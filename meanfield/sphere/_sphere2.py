@@ -8,7 +8,7 @@ import math
 import ducc0
 import numpy as np
 
-from .._threads import default_threads, grid_threads, parallel_rows, point_threads
+from .._threads import default_threads, grid_threads, parallel_rows, point_threads, ring_fft_threads
 from ._points import S2Points, s2_points
 from ._quadrature import gauss_legendre
 from ._ring_fft import RingFFT
@@ -266,6 +266,10 @@ class S2Grid(Grid):
         """Threads for a transform of ``maps`` maps on this grid (:func:`~meanfield._threads.grid_threads`)."""
         return grid_threads(maps * self.Q)
 
+    def _fft_threads(self, maps: int = 1) -> int:
+        """Threads for the ring FFT of ``maps`` maps on this grid (:func:`~meanfield._threads.ring_fft_threads`)."""
+        return ring_fft_threads(maps * self.Q)
+
     @functools.cached_property
     def loc(self) -> np.ndarray:
         """(colatitude, longitude) of the nodes, shape (Q, 2)."""
@@ -340,7 +344,7 @@ class S2Grid(Grid):
                 else:
                     np.multiply(comps[k].reshape(self.nlat, self.nphi), self._w2, out=m[k])
         nt = self._threads(2)
-        leg = self._ring.legs(m, self.lmax, nthreads=nt)
+        leg = self._ring.legs(m, self.lmax, nthreads=self._fft_threads(2))
         e = ducc0.sht.experimental.leg2alm(leg=leg, lmax=self.lmax, theta=self._theta, spin=1, nthreads=nt,
                                            mode="DERIV1")[0]
         return np.negative(e, out=e)
@@ -350,7 +354,7 @@ class S2Grid(Grid):
         return self.weights.reshape(self.nlat, self.nphi)
 
     def _leg2map(self, leg: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        return self._ring.maps(leg, out=out, nthreads=self._threads(leg.shape[0]))
+        return self._ring.maps(leg, out=out, nthreads=self._fft_threads(leg.shape[0]))
 
     def _leg_threads(self, lmax: int) -> int:
         # the Legendre part of a low-degree field is tiny (n_θ lmax² operations): threads cost more there
@@ -490,12 +494,12 @@ class S2Grid(Grid):
         self._legs(alm, lmax, legc[None])
         legg = np.empty((2, self.nlat, lmax + 1), dtype=np.complex128)
         ducc0.sht.experimental.alm2leg_deriv1(alm=alm, lmax=lmax, theta=self._theta, nthreads=nt, leg=legg)
-        m_short = short.maps_from_spectrum(both, max(lmax, K), nthreads=nt)
+        m_short = short.maps_from_spectrum(both, max(lmax, K))  # a few rings' worth of work: one thread
         mf = m_short[:nf]
         mf *= m_short[nf] * (alpha / short.nphi)
         # the full-grid rows (f, then U) as ring coefficients in the grid's spectrum
         spec = self._ring.spectrum(1 + nf)
-        spec[1:, :, : mt + 1] = short.legs(mf, mt, nthreads=nt)
+        spec[1:, :, : mt + 1] = short.legs(mf, mt)
         spec[1:3, :, : lmax + 1] += legg
         if f_over_weights is None:
             spec[0, :, : lmax + 1] = legc
@@ -503,7 +507,7 @@ class S2Grid(Grid):
             np.multiply(legc, 1.0 / (f_over_weights * self._ring_weights), out=spec[0, :, : lmax + 1])
         spec[0, :, lmax + 1 : mt + 1] = 0.0
         m = self._ring.maps_from_spectrum(spec, mt, out=None if out is None else work_array(out, (1 + nf, self.Q)),
-                                          nthreads=self._threads(1 + nf))
+                                          nthreads=self._fft_threads(1 + nf))
         return m[0], m[1:]
 
     @functools.cached_property

@@ -346,7 +346,8 @@ def test_deterministic_point_synthesis_equals_synthesis_general(lmax):
 
 def test_grid_transforms_route_by_threads_and_agree_with_ducc0(monkeypatch):
     """S2Grid runs a transform of k maps on one thread while k Q < GRID_SERIAL_WORK, else on
-    default_threads() (grid_threads). On one thread the synthesis, analysis and gradient take
+    default_threads() (grid_threads), its ring FFT likewise from RING_FFT_SERIAL_WORK
+    (ring_fft_threads). On one thread the synthesis, analysis and gradient take
     ducc0's Legendre stage and the ring sums as one batched FFT (RingFFT), on more ducc0's fused
     transforms; the divergence and the maps from ring coefficients take the ring FFT on any number.
     Each agrees with ducc0's own transform on the same threads to round-off (measured at most
@@ -371,6 +372,7 @@ def test_grid_transforms_route_by_threads_and_agree_with_ducc0(monkeypatch):
     for n in (1, 2):
         monkeypatch.setenv("MEANFIELD_NUM_THREADS", str(n))
         monkeypatch.setattr(_threads, "GRID_SERIAL_WORK", 1)  # every call on n threads
+        monkeypatch.setattr(_threads, "RING_FFT_SERIAL_WORK", 1)  # and every ring FFT
         rng = np.random.default_rng(3)
         for g in (small, big):
             L, shape = g.lmax, (g.nlat, g.nphi)
