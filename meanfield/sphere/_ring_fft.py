@@ -60,8 +60,8 @@ class RingFFT:
         if buf is None or buf.shape[0] < k:
             buf = np.zeros((k, self.nlat, self.half), dtype=np.complex128)
             setattr(self._local, name, buf)
-            if name == "spec":  # per row, the columns from which it is known to be zero
-                self._local.zero_from = np.zeros(k, dtype=np.intp)
+            if name == "spec":  # per row, the columns from which it is known to be zero (a list: a
+                self._local.zero_from = [0] * k  # NumPy max of a few entries costs 3 us here)
         return buf[:k]
 
     def _check_degree(self, mmax: int) -> None:
@@ -84,11 +84,11 @@ class RingFFT:
             raise ValueError("spec must be the work array spectrum() returned on this thread")
         # the caller wrote columns <= mmax only: the columns beyond that an earlier, wider spectrum
         # left are zeroed (not the whole tail: at lmax 64 that was 3 % of an SPDE step)
-        zero_from = self._local.zero_from[:k]
-        dirty = int(zero_from.max())
+        zero_from = self._local.zero_from
+        dirty = max(zero_from[:k])
         if dirty > mmax + 1:
             spec[:, :, mmax + 1 : dirty] = 0.0
-        zero_from[:] = mmax + 1
+        zero_from[:k] = [mmax + 1] * k
         res = ducc0.fft.c2r(spec, axes=(2,), lastsize=self.nphi, forward=False, inorm=0, nthreads=nthreads,
                             out=None if out is None else out.reshape(k, self.nlat, self.nphi))
         return res.reshape(k, -1)
