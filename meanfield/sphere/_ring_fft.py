@@ -80,7 +80,8 @@ class RingFFT:
         (k, nlat * nphi) array to write into."""
         self._check_degree(mmax)
         k = spec.shape[0]
-        if spec.base is not getattr(self._local, "spec", None):
+        buf = getattr(self._local, "spec", None)
+        if buf is None or spec.base is not buf:
             raise ValueError("spec must be the work array spectrum() returned on this thread")
         # the caller wrote columns <= mmax only: the columns beyond that an earlier, wider spectrum
         # left are zeroed (not the whole tail: at lmax 64 that was 3 % of an SPDE step)
@@ -98,6 +99,7 @@ class RingFFT:
         k, nlat, m1 = leg.shape
         if nlat != self.nlat:
             raise ValueError(f"leg must have {self.nlat} rings, got shape {leg.shape}")
+        self._check_degree(m1 - 1)
         spec = self._work("spec", k)
         spec[:, :, :m1] = leg
         return self.maps_from_spectrum(spec, m1 - 1, out=out, nthreads=nthreads)
