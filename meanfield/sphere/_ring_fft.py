@@ -55,6 +55,10 @@ class RingFFT:
         self.half = self.nphi // 2 + 1  # complex coefficients of a real ring of nphi values
         self._local = threading.local()
 
+    def __reduce__(self):
+        # the per-thread work arrays are not state: a copy (e.g. a pickled grid) starts without them
+        return (RingFFT, (self.nlat, self.nphi))
+
     def _work(self, name: str, k: int) -> np.ndarray:
         buf = getattr(self._local, name, None)
         if buf is None or buf.shape[0] < k:

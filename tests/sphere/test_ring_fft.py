@@ -79,3 +79,22 @@ def test_ring_fft_rejects_degrees_the_rings_cannot_hold_and_foreign_spectra():
         r.maps(np.zeros((1, 2, 2), dtype=complex))
     with pytest.raises(ValueError, match="spectrum\\(\\) returned"):
         r.maps_from_spectrum(np.zeros((1, 3, 5), dtype=complex), 2)
+
+
+def test_a_grid_pickles_after_its_ring_transforms_and_gives_the_same_maps():
+    """The ring FFT's per-thread work arrays are not pickled (a grid sent to another process or
+    worker after a transform), and the copy computes the same bits."""
+    import pickle
+
+    from meanfield.sphere import basis
+
+    g = basis(3, 16).grid()
+    rng = np.random.default_rng(1)
+    c = g.analysis(np.abs(rng.normal(size=g.Q)))
+    leg = rng.normal(size=(3, g.nlat, 5)) + 1j * rng.normal(size=(3, g.nlat, 5))
+    before = (g.synth(c), g._leg2map(leg), g.divergence(rng.normal(size=(2, g.Q)), weighted=True))
+    h = pickle.loads(pickle.dumps(g))
+    assert np.array_equal(h.synth(c), before[0])
+    assert np.array_equal(h._leg2map(leg), before[1])
+    r = pickle.loads(pickle.dumps(RingFFT(4, 32)))
+    assert (r.nlat, r.nphi) == (4, 32)
