@@ -488,14 +488,15 @@ class S2Grid(Grid):
         # the short-ring inputs (F's frame rows, then f) in the short rings' spectrum
         short = self._short_ring(mt)
         both = short.spectrum(nf + 1)
+        top = max(lmax, K)  # the columns beyond are the spectrum's own to zero (maps_from_spectrum)
         both[:nf, :, : K + 1] = legf
-        both[:nf, :, K + 1 :] = 0.0
+        both[:nf, :, K + 1 : top + 1] = 0.0
         legc = both[nf, :, : lmax + 1]
-        both[nf, :, lmax + 1 :] = 0.0
+        both[nf, :, lmax + 1 : top + 1] = 0.0
         self._legs(alm, lmax, legc[None])
         legg = np.empty((2, self.nlat, lmax + 1), dtype=np.complex128)
         ducc0.sht.experimental.alm2leg_deriv1(alm=alm, lmax=lmax, theta=self._theta, nthreads=nt, leg=legg)
-        m_short = short.maps_from_spectrum(both, max(lmax, K))  # a few rings' worth of work: one thread
+        m_short = short.maps_from_spectrum(both, top)  # a few rings' worth of work: one thread
         mf = m_short[:nf]
         mf *= m_short[nf] * (alpha / short.nphi)
         # the full-grid rows (f, then U) as ring coefficients in the grid's spectrum

@@ -53,20 +53,26 @@ def test_maps_and_legs_are_the_ring_sums_and_ducc0s(nlat, nphi, mmax):
 
 def test_a_narrower_spectrum_after_a_wider_one_sees_no_stale_columns():
     """The kept spectrum is zeroed beyond each call's degree where an earlier call wrote: a degree-2
-    spectrum after a degree-10 one gives the degree-2 maps (a missed zeroing adds the old columns)."""
+    spectrum after a degree-10 one gives the degree-2 maps to round-off (8 eps of twice the sum of
+    |leg| per ring, as above; measured at most 2.0 eps over 20 seeds), while a missed zeroing adds
+    the old columns, O(1)."""
+
+    def close(got, leg):
+        return np.abs(got - _explicit_maps(leg, 32)).max() <= 8 * EPS * 2 * np.abs(leg).sum(axis=-1).max()
+
     rng = np.random.default_rng(0)
     r = RingFFT(4, 32)
     wide = rng.normal(size=(3, 4, 11)) + 0j
     narrow = rng.normal(size=(2, 4, 3)) + 0j
     r.maps(wide)
-    assert np.allclose(r.maps(narrow), _explicit_maps(narrow, 32), rtol=0, atol=1e-13)
+    assert close(r.maps(narrow), narrow)
     spec = r.spectrum(3)
     spec[:, :, :3] = wide[:, :, :3]  # only the first columns written, the rest must be zero
-    assert np.allclose(r.maps_from_spectrum(spec, 2), _explicit_maps(wide[:, :, :3], 32), rtol=0, atol=1e-13)
+    assert close(r.maps_from_spectrum(spec, 2), wide[:, :, :3])
     r.maps(wide)
     spec = r.spectrum(1)
     spec[0, :, :2] = narrow[0, :, :2]
-    assert np.allclose(r.maps_from_spectrum(spec, 1), _explicit_maps(narrow[:1, :, :2], 32), rtol=0, atol=1e-13)
+    assert close(r.maps_from_spectrum(spec, 1), narrow[:1, :, :2])
 
 
 def test_ring_fft_rejects_degrees_the_rings_cannot_hold_and_foreign_spectra():
