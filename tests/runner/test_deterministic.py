@@ -264,6 +264,32 @@ def _records(result) -> bytes:
     return _numbers(result.frame) + arrays
 
 
+def _differences(result, reference) -> str:
+    """What differs between two runs of one study: failed tasks, then each column and array that is
+    not bit-identical with its largest difference (the message of a failed comparison, so that a
+    rare mismatch names its quantity)."""
+    out = [f"failed task {f.params}: {f.error}" for f in result.failures]
+    a, b = result.frame, reference.frame
+    if list(a.columns) != list(b.columns) or len(a) != len(b):
+        return "; ".join(out + [f"tables differ in shape: {a.shape} {list(a.columns)} against {b.shape}"])
+    for col in a.columns:
+        if col.endswith("_seconds"):
+            continue
+        x, y = a[col].to_numpy(), b[col].to_numpy()
+        if x.dtype.kind == "f" and y.dtype.kind == "f":
+            if x.tobytes() != y.tobytes():
+                out.append(f"{col}: largest difference {np.nanmax(np.abs(x - y)):.3g} (values up to {np.nanmax(np.abs(y)):.3g})")
+        elif not np.array_equal(x, y):
+            out.append(f"{col}: {x.tolist()} against {y.tolist()}")
+    for name in sorted(set(result.arrays) | set(reference.arrays)):
+        x, y = (np.asarray(r.arrays[name]) if name in r.arrays else None for r in (result, reference))
+        if x is None or y is None or x.shape != y.shape:
+            out.append(f"array {name}: present or shaped differently")
+        elif np.ascontiguousarray(x).tobytes() != np.ascontiguousarray(y).tobytes():
+            out.append(f"array {name}: largest difference {np.nanmax(np.abs(x - y)):.3g}")
+    return "; ".join(out)
+
+
 def test_chaos_records_are_bit_identical_across_runs_and_executors(monkeypatch):
     """Every number of the S^2 chaos study (tiny preset: the SPDE, particles, coupling, W_2 and
     observable errors of two replicas): two serial runs, the pool and Dask agree bit for bit."""
@@ -272,9 +298,11 @@ def test_chaos_records_are_bit_identical_across_runs_and_executors(monkeypatch):
 
     monkeypatch.delenv("MEANFIELD_NUM_THREADS", raising=False)
     study = chaos.build(chaos.config("tiny", "2", long=False), 0)["chaos"]
-    first = _records(run_study(study, executor="serial", progress=False))
+    reference = run_study(study, executor="serial", progress=False)
+    first = _records(reference)
     for executor in ("serial", "pool", "dask"):
-        assert _records(run_study(study, executor=executor, workers=2, progress=False)) == first, executor
+        result = run_study(study, executor=executor, workers=2, progress=False)
+        assert _records(result) == first, f"{executor}: {_differences(result, reference)}"
 
 
 def test_chaos_tables_are_bit_identical_between_executors(tmp_path, monkeypatch, capsys):
