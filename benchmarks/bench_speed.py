@@ -472,6 +472,32 @@ def bench_chaos(args) -> None:
             wall = time.perf_counter() - t0
             row("meanfield chaos --quick --workers 2 (wall, one run)", f"{wall:8.1f} s", "<= 30 s", wall <= 30,
                 num=wall, unit="s")
+            parts = _chaos_task_time(os.path.join(tmp, "chaos"))
+            if parts:
+                total = sum(n * t for _, n, t in parts)
+                row("  chaos --quick: timed task time (replicas x mean replica)",
+                    f"{total:8.1f} s = " + ", ".join(f"{name} {n} x {t:.2f} s" for name, n, t in parts),
+                    num=total, unit="s")
+
+
+def _chaos_task_time(out: str) -> list:
+    """(part, replicas, mean timed seconds of a replica) per sphere and part from the study's diagnostics
+    tables (the ``*_seconds`` columns a replica reports; empty where a checkout writes none): tells a
+    slower machine (every part longer) from a slower study (one part, or the time between tasks)."""
+    import pandas as pd
+
+    parts = []
+    for name, kind in (("diagnostics.csv", "short"), ("long_diagnostics.csv", "long")):
+        path = os.path.join(out, name)
+        if not os.path.exists(path):
+            continue
+        table = pd.read_csv(path).groupby("sphere").first()  # the long part repeats a sphere per horizon
+        cols = [c for c in table.columns if c.endswith("_seconds")]
+        if not cols or "replicas" not in table.columns:
+            continue
+        for sphere, r in table.iterrows():
+            parts.append((f"S^{sphere} {kind}", int(r["replicas"]), float(r[cols].sum())))
+    return parts
 
 
 def bench_w2(args) -> None:
