@@ -264,29 +264,36 @@ def _records(result) -> bytes:
     return _numbers(result.frame) + arrays
 
 
+def _mismatch(x: np.ndarray, y: np.ndarray) -> str:
+    """How two same-shaped float arrays with different bits differ: the entries whose values differ
+    (NaN against NaN counts as equal) and the largest difference among them."""
+    unequal = ~((x == y) | (np.isnan(x) & np.isnan(y)))
+    if not unequal.any():
+        return "equal values, other bits (signed zeros or NaN payloads)"
+    both = unequal & np.isfinite(x) & np.isfinite(y)
+    largest = f", largest difference {np.max(np.abs(x[both] - y[both])):.3g}" if both.any() else ""
+    return f"{int(unequal.sum())} of {x.size} entries differ{largest} (values up to {np.nanmax(np.abs(y)):.3g})"
+
+
 def _differences(result, reference) -> str:
     """What differs between two runs of one study: failed tasks, then each column and array that is
-    not bit-identical with its largest difference (the message of a failed comparison, so that a
-    rare mismatch names its quantity)."""
+    not bit-identical (the message of a failed comparison, so that a rare mismatch names its quantity)."""
     out = [f"failed task {f.params}: {f.error}" for f in result.failures]
     a, b = result.frame, reference.frame
     if list(a.columns) != list(b.columns) or len(a) != len(b):
         return "; ".join(out + [f"tables differ in shape: {a.shape} {list(a.columns)} against {b.shape}"])
-    for col in a.columns:
-        if col.endswith("_seconds"):
-            continue
-        x, y = a[col].to_numpy(), b[col].to_numpy()
-        if x.dtype.kind == "f" and y.dtype.kind == "f":
-            if x.tobytes() != y.tobytes():
-                out.append(f"{col}: largest difference {np.nanmax(np.abs(x - y)):.3g} (values up to {np.nanmax(np.abs(y)):.3g})")
-        elif not np.array_equal(x, y):
-            out.append(f"{col}: {x.tolist()} against {y.tolist()}")
+    pairs = [(col, a[col].to_numpy(), b[col].to_numpy()) for col in a.columns if not col.endswith("_seconds")]
     for name in sorted(set(result.arrays) | set(reference.arrays)):
         x, y = (np.asarray(r.arrays[name]) if name in r.arrays else None for r in (result, reference))
         if x is None or y is None or x.shape != y.shape:
             out.append(f"array {name}: present or shaped differently")
-        elif np.ascontiguousarray(x).tobytes() != np.ascontiguousarray(y).tobytes():
-            out.append(f"array {name}: largest difference {np.nanmax(np.abs(x - y)):.3g}")
+        else:
+            pairs.append((f"array {name}", x, y))
+    for name, x, y in pairs:
+        if np.ascontiguousarray(x).tobytes() == np.ascontiguousarray(y).tobytes():
+            continue
+        floats = x.dtype.kind == "f" and y.dtype.kind == "f"
+        out.append(f"{name}: {_mismatch(x, y) if floats else f'{x.tolist()} against {y.tolist()}'}")
     return "; ".join(out)
 
 
