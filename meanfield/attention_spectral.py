@@ -24,7 +24,9 @@ O(N L²)), where those were measured faster (``s1_backend``, ``s2_backend``).
 Accuracy (what ``tol`` means)
 -----------------------------
 ``tol`` bounds the absolute error ``max_i |v_spec(x_i) - v(x_i)|``; since ``|A| <= 1`` this is an error
-relative to the natural velocity scale 1. Write b = abs(β). Two sources contribute, each given half of ``tol``:
+relative to the natural velocity scale 1. Write b = abs(β). Three sources contribute; the error model
+is their sum (:attr:`SpectralAttention.predicted_error`), and truncation gets half of ``tol``
+with the non-uniform transforms, the rest with the exact ones:
 
 * truncation at degree L. With t_0(L) = Σ_{l>L} abs(e^{-b} λ_l) Z_l(1) and
   t_1(L) = Σ_{l>L} abs(e^{-b} λ_l) sqrt(l(l+d-2)) Z_l(1) (bounds of the tail of g and of ∇_S g,
@@ -38,14 +40,19 @@ relative to the natural velocity scale 1. Write b = abs(β). Two sources contrib
   when larger (β > log(N)/2), which keeps the degree lower at large β. For β < 0
   a token's own mass enters g with the smallest kernel value e^{-2b}, so only the
   floor g_min = e^{-2b} holds (a tight cluster attains it). The evaluator picks the smallest L
-  for which the bound is <= tol/2. Unlike :func:`meanfield.attention.required_degree` it bounds
+  for which the bound is <= tol/2 for the non-uniform transforms; the exact transforms of the
+  low degrees (below) make only round-off, so there it takes the smallest L for which the
+  bound plus the other two terms of the model is <= tol (e.g. β = 0.1: L = 6 instead of 7 at
+  tol = 1e-10, 4 instead of 5 at tol = 1e-6). Unlike :func:`meanfield.attention.required_degree` it bounds
   the gradient tail too. Since abs(λ_l(β)) = λ_l(abs(β)), the tails depend on b only.
 * the non-uniform transforms, run at accuracy ε = clip(0.1 tol, 2e-13, 1e-2) (2e-13 is ducc0's
   double-precision floor). ducc0's error is not a pointwise guarantee; measured on uniform,
   clustered (vMF κ = 200–300) and isolated-token clouds (N = 2·10^3–2·10^4, β = 0.5–40) the
   transform-induced velocity error stayed below 0.07 ε on S^2 and 0.2 ε on S^1, and the error model used in
   :attr:`SpectralAttention.predicted_error` is 1 · ε. Requests with tol < 4e-13 therefore
-  cannot be met and are reported as such.
+  cannot be met and are reported as such. The exact low-degree transforms have no ε; their
+  round-off in v measured 2e-15 (β = 0.1, L = 7, N = 2·10^4, against the direct sum), and the
+  model keeps the same 1 · ε for them.
 * β < 0 only: round-off. The coefficients of g have alternating signs and
   ``Σ_l |e^{-b} λ_l| Z_l(1) = 1`` while g can be as small as e^{-2b}, so the rounding error
   u = 2.2e-16 of the coefficients is amplified to about u e^{2b} in v (the FFT-free S^1 power
@@ -212,7 +219,8 @@ class SpectralAttention:
         S^2 only: ducc0's non-uniform spherical-harmonic transforms (accuracy ε), or the exact
         O(N L²) transforms of :class:`meanfield.sphere.LowDegreeS2` (Chebyshev polynomials in z
         times powers of x_1 + i x_2; round-off only, the same bits on any number of threads).
-        ``"auto"`` takes the exact ones when L <= :data:`S2_DIRECT_MAX_LMAX` and either
+        ``"auto"`` takes the exact ones when their degree (which can be one below the
+        non-uniform transforms', see the module docstring) is <= :data:`S2_DIRECT_MAX_LMAX` and either
         N <= :data:`S2_DIRECT_MAX_POINTS` or ε <= :data:`S2_DIRECT_ANY_N_EPS` (the faster one
         measured on 2 cores).
 
@@ -223,12 +231,16 @@ class SpectralAttention:
     tol, beta, d, nthreads, epsilon
     last_lmax, last_epsilon : int, float
         Degree and transform accuracy used by the latest call (the exact backends ask for no
-        accuracy and make only round-off; ε still enters :attr:`predicted_error`).
+        accuracy and make only round-off; ε still enters :attr:`predicted_error`, and they may
+        take a lower degree, see the module docstring).
+    last_predicted_error : float
+        Error model of the latest call (truncation at its degree and g_min, + ε, + round-off
+        for β < 0); <= ``tol``.
     last_backend : str
         ``"nufft"`` or ``"direct"``: the transforms of the latest call.
     predicted_error : float
         Error bound (truncation + transform estimate, + round-off for β < 0) for the worst case
-        g_min = e^{-2 abs(β)}.
+        g_min = e^{-2 abs(β)}, the larger of the two backends' where a call may take either.
 
     Raises
     ------
@@ -271,12 +283,19 @@ class SpectralAttention:
                 f"at this |beta| (round-off floor ~ {self._roundoff():.2g} = 2.2e-16 * e^(2|beta|)); use "
                 f"the direct sum (attention='direct' in solve_particles, method='direct' in select_velocity, "
                 f"exact for either sign of beta) or tol >= {2 * self._roundoff():.2g}")
-        self.lmax, self.epsilon, self.predicted_error = self._plan(self._gmin(0.0))
-        if self.d == 3 and s2_backend == "direct" and self.lmax > LOW_DEGREE_MAX_LMAX:
+        gmin = self._gmin(0.0)
+        self.lmax, self.epsilon, self.predicted_error = self._plan(gmin)
+        lx = self._exact_degree(self.lmax, gmin, self.epsilon)  # the exact transforms' worst-case degree
+        if self.d == 3 and s2_backend == "direct" and lx > LOW_DEGREE_MAX_LMAX:
             raise ValueError(f"s2_backend='direct' evaluates degrees <= {LOW_DEGREE_MAX_LMAX} exactly; beta = {self.beta:g} "
-                             f"with tol = {self.tol:g} can need degree {self.lmax}: use s2_backend='auto' or 'nufft'")
+                             f"with tol = {self.tol:g} can need degree {lx}: use s2_backend='auto' or 'nufft'")
+        backend = s2_backend if self.d == 3 else s1_backend
+        if backend == "direct" or (backend == "auto" and (self.d == 2 or lx <= S2_DIRECT_MAX_LMAX)):
+            # a call may take the exact transforms at their lower degree: the worst case of both
+            self.predicted_error = max(self.predicted_error, self._predicted(lx, gmin, self.epsilon))
         self.last_lmax = self.lmax
         self.last_epsilon = self.epsilon
+        self.last_predicted_error = self.predicted_error
 
     # -- degree and accuracy ---------------------------------------------------------------
     def _gmin(self, wmin: float) -> float:
@@ -341,8 +360,32 @@ class SpectralAttention:
                     "use method='direct'"
                 )
             L = int(ok[0])
-        predicted = float(self.truncation_bound(L, gmin) + TRANSFORM_ERROR_FACTOR * eps + self._roundoff())
-        return L, float(eps), predicted
+        return L, float(eps), self._predicted(L, gmin, eps)
+
+    def _predicted(self, L: int, gmin: float, eps: float) -> float:
+        """The error model: truncation bound + TRANSFORM_ERROR_FACTOR · ε + round-off (β < 0)."""
+        return float(self.truncation_bound(L, gmin) + TRANSFORM_ERROR_FACTOR * eps + self._roundoff())
+
+    def _exact_degree(self, L: int, gmin: float, eps: float) -> int:
+        """Degree for the exact transforms, given the non-uniform plan (``L``, ``eps``) at ``gmin``.
+
+        The exact transforms (``"direct"`` backends) make only round-off (measured below 1e-14
+        in the velocity, far below the smallest ε = 2e-13), so the half of ``tol`` the
+        non-uniform plan keeps for its transforms is not needed there: the smallest degree
+        L' <= L whose whole error model fits,
+
+            (t_1(L')/b + t_0(L')) / (g_min - t_0(L')) + TRANSFORM_ERROR_FACTOR · ε + round-off <= tol,
+
+        keeping ε in the model as the allowance for their round-off. ``L`` itself when no
+        lower degree fits, when the degree is fixed, or for β = 0.
+        """
+        if self._fixed_lmax is not None or self.beta == 0.0:
+            return L
+        room = self.tol - TRANSFORM_ERROR_FACTOR * eps - self._roundoff()
+        lx = L
+        while lx > 0 and self.truncation_bound(lx - 1, gmin) <= room:  # the bound decreases in L: 1-2 steps
+            lx -= 1
+        return lx
 
     # -- evaluation ------------------------------------------------------------------------
     def coefficients(self, x, weights=None) -> np.ndarray:
@@ -381,13 +424,16 @@ class SpectralAttention:
             w = self._uniform_weights(n)
         else:
             wmin = float(w.min())
-        L, eps, _ = self._plan(self._gmin(wmin))
+        gmin = self._gmin(wmin)
+        L, eps, _ = self._plan(gmin)
         L = min(L, self.lmax) if self._fixed_lmax is None else L
-        self.last_lmax, self.last_epsilon = L, eps
+        backend, L = self._backend(n, L, eps, gmin)
+        self.last_backend, self.last_lmax, self.last_epsilon = backend, L, eps
+        self.last_predicted_error = self._predicted(L, gmin, eps)
         lam = attention_eigenvalues(self.d, self.beta, L)
         if self.d == 3:
-            return self._velocity_s2(x, w, L, lam, eps)
-        return self._velocity_s1(x, w, L, lam, eps)
+            return self._velocity_s2(x, w, L, lam, eps, backend)
+        return self._velocity_s1(x, w, L, lam, eps, backend)
 
     __call__ = velocity
 
@@ -404,12 +450,23 @@ class SpectralAttention:
             self._uniform = cached
         return cached
 
-    def _velocity_s2(self, x, w, L, lam, eps):
-        backend = self.s2_backend
-        if backend == "auto":
-            exact = L <= S2_DIRECT_MAX_LMAX and (x.shape[0] <= S2_DIRECT_MAX_POINTS or eps <= S2_DIRECT_ANY_N_EPS)
-            backend = "direct" if exact else "nufft"
-        self.last_backend = backend
+    def _backend(self, n: int, L: int, eps: float, gmin: float) -> tuple[str, int]:
+        """(backend, degree) of a call with n tokens whose non-uniform plan is (L, ε): the exact
+        transforms take the lower degree their budget allows (:meth:`_exact_degree`), and ``"auto"``
+        decides at that degree."""
+        Lx = self._exact_degree(L, gmin, eps)
+        if self.d == 3:
+            backend = self.s2_backend
+            if backend == "auto":
+                exact = Lx <= S2_DIRECT_MAX_LMAX and (n <= S2_DIRECT_MAX_POINTS or eps <= S2_DIRECT_ANY_N_EPS)
+                backend = "direct" if exact else "nufft"
+        else:
+            backend = self.s1_backend
+            if backend == "auto":
+                backend = "direct" if n * (Lx + 1) <= S1_DIRECT_MAX_WORK else "nufft"
+        return backend, (Lx if backend == "direct" else L)
+
+    def _velocity_s2(self, x, w, L, lam, eps, backend):
         if backend == "direct":
             tr = low_degree_s2(L)
             alm, tables = tr.adjoint(x, w, keep=True, check=False)  # x and w validated (or trusted) above
@@ -425,11 +482,7 @@ class SpectralAttention:
         grad = synthesis_at(alm, L, loc, spin=1, mode="DERIV1", epsilon=eps, nthreads=nt)
         return pts.tangent(grad[0], grad[1], divide_by=g, factor=self.beta)  # ∇g / (β g)
 
-    def _velocity_s1(self, x, w, L, lam, eps):
-        backend = self.s1_backend
-        if backend == "auto":
-            backend = "direct" if x.shape[0] * (L + 1) <= S1_DIRECT_MAX_WORK else "nufft"
-        self.last_backend = backend
+    def _velocity_s1(self, x, w, L, lam, eps, backend):
         if backend == "direct":
             z = x[:, 0] + 1j * x[:, 1]
             z /= np.abs(z)  # exactly e^{iθ}: inputs are unit only to 1e-8, and powers amplify |z| - 1

@@ -277,11 +277,54 @@ def test_automatic_degree_meets_tolerance(d, tol, beta):
     assert err <= tol
     L = sa.last_lmax
     assert 0 < L <= sa.lmax
-    assert sa.truncation_bound(L, max(1.0 / 1000, math.exp(-2 * beta))) <= tol / 2
+    # truncation takes half of tol beside the non-uniform transforms, what ε leaves beside the exact ones
+    budget = tol / 2 if sa.last_backend == "nufft" else tol - sa.last_epsilon
+    assert sa.truncation_bound(L, max(1.0 / 1000, math.exp(-2 * beta))) <= budget
+    assert sa.last_predicted_error <= tol
     assert sa.epsilon == pytest.approx(max(asp.DUCC_EPS_MIN, 0.1 * tol))
     # the test can fail: a degree well below the selected one misses the tolerance
     low = SpectralAttention(d, beta, tol=tol, lmax=max(1, L // 3), epsilon=sa.epsilon)
     assert np.abs(low.velocity(x) - ref).max() > tol
+
+
+@pytest.mark.parametrize("d", [2, 3])
+@pytest.mark.parametrize("tol", [1e-3, 1e-6, 1e-10])
+@pytest.mark.parametrize("beta", [0.1, 0.3, -0.5])
+@pytest.mark.parametrize("kind", ["uniform", "clustered"])
+def test_exact_transforms_take_the_lowest_degree_their_budget_allows(d, tol, beta, kind):
+    """The exact backends make only round-off, so their degree is the smallest whose whole error model
+    (truncation + ε + round-off) fits tol; the velocity then still meets tol against the direct sum."""
+    rng = np.random.default_rng(60 + d + 7 * (kind == "clustered"))
+    n = 1000
+    x = cloud(kind, d, n, rng)
+    exact = SpectralAttention(d, beta, tol=tol, **{"s1_backend" if d == 2 else "s2_backend": "direct"})
+    nufft = SpectralAttention(d, beta, tol=tol, **{"s1_backend" if d == 2 else "s2_backend": "nufft"})
+    ref = attention_velocity(x, beta)
+    assert np.abs(exact.velocity(x) - ref).max() <= tol
+    assert np.abs(nufft.velocity(x) - ref).max() <= tol
+    L, L_nufft = exact.last_lmax, nufft.last_lmax
+    assert exact.last_backend == "direct" and nufft.last_backend == "nufft"
+    assert L <= L_nufft
+    gmin = exact._gmin(1.0 / n)
+    room = tol - exact.last_epsilon - exact._roundoff()
+    assert exact.truncation_bound(L, gmin) <= room
+    assert L == 0 or exact.truncation_bound(L - 1, gmin) > room  # the smallest degree that fits
+    assert exact.last_predicted_error <= exact.predicted_error <= tol
+    assert nufft.last_predicted_error <= nufft.predicted_error <= tol
+
+
+def test_exact_degree_is_lower_where_the_budget_allows():
+    """β = 0.1 (the particle solver's accuracies): one degree less with the exact S^2 transforms."""
+    x = cloud("uniform", 3, 2000, np.random.default_rng(61))
+    for tol, (lx, ln) in ((1e-10, (6, 7)), (1e-6, (4, 5))):
+        sa = SpectralAttention(3, 0.1, tol=tol)
+        sa.velocity(x)
+        nufft = SpectralAttention(3, 0.1, tol=tol, s2_backend="nufft")
+        nufft.velocity(x)
+        assert (sa.last_backend, sa.last_lmax, nufft.last_lmax) == ("direct", lx, ln)
+    fixed = SpectralAttention(3, 0.1, tol=1e-10, lmax=7)  # a fixed degree is kept by either backend
+    fixed.velocity(x)
+    assert (fixed.last_backend, fixed.last_lmax) == ("direct", 7)
 
 
 def test_truncation_bound_is_an_upper_bound_and_decreases():

@@ -52,7 +52,7 @@ SCRIPT = textwrap.dedent(
         x /= np.linalg.norm(x, axis=1)[:, None]
         att = SpectralAttention(3, 0.1, tol=1e-10)
         att(x)
-        assert att.last_backend == "direct" and att.last_lmax == 7, (att.last_backend, att.last_lmax)
+        assert att.last_backend == "direct" and att.last_lmax == 6, (att.last_backend, att.last_lmax)
         call = lambda: att(x)
     elif case == "characteristics":
         from meanfield.spde import VonMisesFisher, solve_characteristics
