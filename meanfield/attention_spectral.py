@@ -98,10 +98,16 @@ from ._attention_transforms import (  # noqa: F401
     _s2_tangent,
     empirical_coefficients,
 )
+from ._attention_budget import (  # noqa: F401  (the error model's constants are public here)
+    DEGREE_CAP,
+    EPS_PER_TOL,
+    ROUNDOFF_FACTOR,
+    TRANSFORM_ERROR_FACTOR,
+    ErrorModel,
+)
 from ._threads import default_threads, point_threads
 from ._validate import as_beta, as_bool, as_float, as_int, as_matrix, as_points
 from .attention import DEFAULT_BLOCK, attention_eigenvalues, attention_velocity, tangent_project
-from .harmonics import harmonic_dimension, sphere_area
 from .sphere import basis
 from .sphere._points import s2_points
 from .sphere._s2 import adjoint_at, synthesis_at
@@ -130,16 +136,6 @@ __all__ = [
 #: spectral path became faster: from 384 tokens on S^2 the spectral path wins at every β
 #: measured, at 256 only at β = 0.1, so 384 was kept).
 AUTO_MIN_N = {2: 128, 3: 384}
-
-_DEGREE_CAP = 2048
-
-#: Transform accuracy per unit of tolerance: ε = clip(EPS_PER_TOL · tol, 2e-13, 1e-2).
-EPS_PER_TOL = 0.1
-
-#: Measured bound of the velocity error caused by the transforms, in units of ε: on uniform,
-#: clustered (vMF κ = 200–300) and isolated-token clouds, N = 2·10^3–2·10^4, β = 0.5–40,
-#: ε = 2e-13–1e-7, max_i |Δv_i| <= 0.07 ε on S^2 and <= 0.2 ε on S^1 (NUFFT); we use 1.
-TRANSFORM_ERROR_FACTOR = 1.0
 
 #: S^1: work N·(L+1) up to which the FFT-free power sum beats the NUFFT pair. Measured on 2
 #: cores (medians of 40 alternating calls) with the powers as rows and both sums as products:
@@ -170,10 +166,6 @@ S2_DIRECT_MAX_POINTS = 1 << 17
 #: tokens and tol 1e-10 took 114.5 ms with it against 108.9 ms with the exact ones (best of 3
 #: alternating runs of the speed benchmark): the rule stays.
 S2_DIRECT_ANY_N_EPS = 1e-8
-
-#: β < 0: velocity round-off in units of u e^{2 abs(β)} (u the double-precision epsilon); measured
-#: <= 0.25 on tight clusters, three clusters and uniform clouds (S^1, S^2, N = 3000, β = -0.5..-10).
-ROUNDOFF_FACTOR = 1.0
 
 #: Largest abs(β) for which ``method="auto"`` uses the spectral path (accuracy verified in the
 #: tests up to here; beyond it g varies over e^{2β} on the sphere and the degree grows like β).
@@ -275,117 +267,32 @@ class SpectralAttention:
         self.s2_backend = s2_backend
         self.last_backend = "nufft"
         self._fixed_eps = None if epsilon is None else as_float(epsilon, "epsilon", min_value=DUCC_EPS_MIN, max_value=0.1)
-        self._fixed_lmax = None if lmax is None else as_int(lmax, "lmax", min_value=0, max_value=_DEGREE_CAP)
-        self._tails()
-        if self.beta < 0 and self._roundoff() > 0.5 * self.tol:
+        self._fixed_lmax = None if lmax is None else as_int(lmax, "lmax", min_value=0, max_value=DEGREE_CAP)
+        self._model = model = ErrorModel(self.d, self.beta, self.tol, self._fixed_eps, self._fixed_lmax)
+        if self.beta < 0 and model.roundoff() > 0.5 * self.tol:
             raise ValueError(
                 f"beta = {self.beta}: the spectral attention cannot reach tol = {self.tol:g} for negative beta "
-                f"at this |beta| (round-off floor ~ {self._roundoff():.2g} = 2.2e-16 * e^(2|beta|)); use "
+                f"at this |beta| (round-off floor ~ {model.roundoff():.2g} = 2.2e-16 * e^(2|beta|)); use "
                 f"the direct sum (attention='direct' in solve_particles, method='direct' in select_velocity, "
-                f"exact for either sign of beta) or tol >= {2 * self._roundoff():.2g}")
-        gmin = self._gmin(0.0)
-        self.lmax, self.epsilon, self.predicted_error = self._plan(gmin)
-        lx = self._exact_degree(self.lmax, gmin, self.epsilon)  # the exact transforms' worst-case degree
+                f"exact for either sign of beta) or tol >= {2 * model.roundoff():.2g}")
+        gmin = model.gmin(0.0)
+        self.lmax, self.epsilon, self.predicted_error = model.plan(gmin)
+        lx = model.exact_degree(self.lmax, gmin, self.epsilon)  # the exact transforms' worst-case degree
         if self.d == 3 and s2_backend == "direct" and lx > LOW_DEGREE_MAX_LMAX:
             raise ValueError(f"s2_backend='direct' evaluates degrees <= {LOW_DEGREE_MAX_LMAX} exactly; beta = {self.beta:g} "
                              f"with tol = {self.tol:g} can need degree {lx}: use s2_backend='auto' or 'nufft'")
         backend = s2_backend if self.d == 3 else s1_backend
         if backend == "direct" or (backend == "auto" and (self.d == 2 or lx <= S2_DIRECT_MAX_LMAX)):
             # a call may take the exact transforms at their lower degree: the worst case of both
-            self.predicted_error = max(self.predicted_error, self._predicted(lx, gmin, self.epsilon))
+            self.predicted_error = max(self.predicted_error, model.predicted(lx, gmin, self.epsilon))
         self.last_lmax = self.lmax
         self.last_epsilon = self.epsilon
         self.last_predicted_error = self.predicted_error
 
-    # -- degree and accuracy ---------------------------------------------------------------
-    def _gmin(self, wmin: float) -> float:
-        """Lower bound of g at the tokens; a token's own mass helps only when β > 0 (module docstring)."""
-        floor = math.exp(-2 * abs(self.beta))
-        return max(wmin, floor) if self.beta > 0 else floor
-
-    def _roundoff(self) -> float:
-        """β < 0: predicted round-off of v, ROUNDOFF_FACTOR · u e^{2 abs(β)} (0 for β >= 0)."""
-        if self.beta >= 0:
-            return 0.0
-        return ROUNDOFF_FACTOR * float(np.finfo(np.float64).eps) * math.exp(min(2 * abs(self.beta), 700.0))
-
-    def _tails(self) -> None:
-        """t_0(L), t_1(L) for L = 0..cap (tails Σ_{l>L}), computed once."""
-        beta, d = abs(self.beta), self.d  # |e^{-|β|} λ_l(β)| = e^{-|β|} λ_l(|β|)
-        if beta == 0.0:
-            self._t0 = self._t1 = np.zeros(1)
-            return
-        cap = int(min(_DEGREE_CAP, 2 * beta + 80))
-        while True:
-            lam = attention_eigenvalues(d, beta, cap)
-            ls = np.arange(cap + 1)
-            z1 = harmonic_dimension(d, cap) / sphere_area(d)
-            terms0 = lam * z1
-            terms1 = terms0 * np.sqrt(ls * (ls + d - 2.0))
-            if terms0[-1] < 1e-300 or cap >= _DEGREE_CAP:
-                break
-            cap = min(_DEGREE_CAP, 2 * cap)
-        # tail[L] = Σ_{l > L}
-        self._t0 = np.concatenate([np.cumsum(terms0[::-1])[::-1][1:], [0.0]])
-        self._t1 = np.concatenate([np.cumsum(terms1[::-1])[::-1][1:], [0.0]])
-
+    # -- degree and accuracy (meanfield._attention_budget) ------------------------------------
     def truncation_bound(self, L: int, gmin: float) -> float:
-        """Rigorous bound (t_1(L)/β + t_0(L)) / (g_min - t_0(L)) on the velocity truncation error."""
-        if self.beta == 0.0:
-            return 0.0
-        L = min(L, self._t0.size - 1)
-        t0, t1 = self._t0[L], self._t1[L]
-        if t0 >= gmin:
-            return math.inf
-        return (t1 / abs(self.beta) + t0) / (gmin - t0)
-
-    def _plan(self, gmin: float) -> tuple[int, float, float]:
-        """(degree, ducc epsilon, predicted error) for a lower bound g_min of the scaled g at the tokens."""
-        if self._fixed_eps is not None:
-            eps = self._fixed_eps
-        else:
-            eps = min(1e-2, max(DUCC_EPS_MIN, EPS_PER_TOL * self.tol))
-        if self.beta == 0.0:
-            return 0, eps, 0.0
-        if self._fixed_lmax is not None:
-            L = self._fixed_lmax
-        else:
-            t0, t1 = self._t0, self._t1
-            with np.errstate(divide="ignore", invalid="ignore"):
-                bound = np.where(t0 < gmin, (t1 / abs(self.beta) + t0) / (gmin - t0), np.inf)
-            ok = np.nonzero(bound <= 0.5 * self.tol)[0]
-            if ok.size == 0:
-                raise ValueError(
-                    f"beta = {self.beta} needs a degree above {self._t0.size - 1} for tol = {self.tol}; "
-                    "use method='direct'"
-                )
-            L = int(ok[0])
-        return L, float(eps), self._predicted(L, gmin, eps)
-
-    def _predicted(self, L: int, gmin: float, eps: float) -> float:
-        """The error model: truncation bound + TRANSFORM_ERROR_FACTOR · ε + round-off (β < 0)."""
-        return float(self.truncation_bound(L, gmin) + TRANSFORM_ERROR_FACTOR * eps + self._roundoff())
-
-    def _exact_degree(self, L: int, gmin: float, eps: float) -> int:
-        """Degree for the exact transforms, given the non-uniform plan (``L``, ``eps``) at ``gmin``.
-
-        The exact transforms (``"direct"`` backends) make only round-off (measured below 1e-14
-        in the velocity, far below the smallest ε = 2e-13), so the half of ``tol`` the
-        non-uniform plan keeps for its transforms is not needed there: the smallest degree
-        L' <= L whose whole error model fits,
-
-            (t_1(L')/b + t_0(L')) / (g_min - t_0(L')) + TRANSFORM_ERROR_FACTOR · ε + round-off <= tol,
-
-        keeping ε in the model as the allowance for their round-off. ``L`` itself when no
-        lower degree fits, when the degree is fixed, or for β = 0.
-        """
-        if self._fixed_lmax is not None or self.beta == 0.0:
-            return L
-        room = self.tol - TRANSFORM_ERROR_FACTOR * eps - self._roundoff()
-        lx = L
-        while lx > 0 and self.truncation_bound(lx - 1, gmin) <= room:  # the bound decreases in L: 1-2 steps
-            lx -= 1
-        return lx
+        """Rigorous bound (t_1(L)/b + t_0(L)) / (g_min - t_0(L)) on the velocity truncation error (b = abs(β))."""
+        return self._model.truncation_bound(L, gmin)
 
     # -- evaluation ------------------------------------------------------------------------
     def coefficients(self, x, weights=None) -> np.ndarray:
@@ -424,12 +331,12 @@ class SpectralAttention:
             w = self._uniform_weights(n)
         else:
             wmin = float(w.min())
-        gmin = self._gmin(wmin)
-        L, eps, _ = self._plan(gmin)
+        gmin = self._model.gmin(wmin)
+        L, eps, _ = self._model.plan(gmin)
         L = min(L, self.lmax) if self._fixed_lmax is None else L
         backend, L = self._backend(n, L, eps, gmin)
         self.last_backend, self.last_lmax, self.last_epsilon = backend, L, eps
-        self.last_predicted_error = self._predicted(L, gmin, eps)
+        self.last_predicted_error = self._model.predicted(L, gmin, eps)
         lam = attention_eigenvalues(self.d, self.beta, L)
         if self.d == 3:
             return self._velocity_s2(x, w, L, lam, eps, backend)
@@ -452,9 +359,9 @@ class SpectralAttention:
 
     def _backend(self, n: int, L: int, eps: float, gmin: float) -> tuple[str, int]:
         """(backend, degree) of a call with n tokens whose non-uniform plan is (L, ε): the exact
-        transforms take the lower degree their budget allows (:meth:`_exact_degree`), and ``"auto"``
-        decides at that degree."""
-        Lx = self._exact_degree(L, gmin, eps)
+        transforms take the lower degree their budget allows (``ErrorModel.exact_degree``), and
+        ``"auto"`` decides at that degree."""
+        Lx = self._model.exact_degree(L, gmin, eps)
         if self.d == 3:
             backend = self.s2_backend
             if backend == "auto":

@@ -305,8 +305,8 @@ def test_exact_transforms_take_the_lowest_degree_their_budget_allows(d, tol, bet
     L, L_nufft = exact.last_lmax, nufft.last_lmax
     assert exact.last_backend == "direct" and nufft.last_backend == "nufft"
     assert L <= L_nufft
-    gmin = exact._gmin(1.0 / n)
-    room = tol - exact.last_epsilon - exact._roundoff()
+    gmin = exact._model.gmin(1.0 / n)
+    room = tol - exact.last_epsilon - exact._model.roundoff()
     assert exact.truncation_bound(L, gmin) <= room
     assert L == 0 or exact.truncation_bound(L - 1, gmin) > room  # the smallest degree that fits
     assert exact.last_predicted_error <= exact.predicted_error <= tol
