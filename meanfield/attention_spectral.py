@@ -226,8 +226,8 @@ class SpectralAttention:
         accuracy and make only round-off; ε still enters :attr:`predicted_error`, and they may
         take a lower degree, see the module docstring).
     last_predicted_error : float
-        Error model of the latest call (truncation at its degree and g_min, + ε, + round-off
-        for β < 0); <= ``tol``.
+        Error model of the latest call: the truncation bound at its degree and g_min, + ε,
+        + round-off for β < 0.
     last_backend : str
         ``"nufft"`` or ``"direct"``: the transforms of the latest call.
     predicted_error : float
