@@ -288,6 +288,7 @@ class SpectralAttention:
         self.last_lmax = self.lmax
         self.last_epsilon = self.epsilon
         self.last_predicted_error = self.predicted_error
+        self._plans: dict = {}
 
     # -- degree and accuracy (meanfield._attention_budget) ------------------------------------
     def truncation_bound(self, L: int, gmin: float) -> float:
@@ -331,13 +332,8 @@ class SpectralAttention:
             w = self._uniform_weights(n)
         else:
             wmin = float(w.min())
-        gmin = self._model.gmin(wmin)
-        L, eps, _ = self._model.plan(gmin)
-        L = min(L, self.lmax) if self._fixed_lmax is None else L
-        backend, L = self._backend(n, L, eps, gmin)
-        self.last_backend, self.last_lmax, self.last_epsilon = backend, L, eps
-        self.last_predicted_error = self._model.predicted(L, gmin, eps)
-        lam = attention_eigenvalues(self.d, self.beta, L)
+        backend, L, eps, predicted, lam = self._call_plan(n, self._model.gmin(wmin))
+        self.last_backend, self.last_lmax, self.last_epsilon, self.last_predicted_error = backend, L, eps, predicted
         if self.d == 3:
             return self._velocity_s2(x, w, L, lam, eps, backend)
         return self._velocity_s1(x, w, L, lam, eps, backend)
@@ -356,6 +352,24 @@ class SpectralAttention:
             cached.flags.writeable = False
             self._uniform = cached
         return cached
+
+    def _call_plan(self, n: int, gmin: float) -> tuple:
+        """(backend, degree, ε, predicted error, eigenvalues) of a call with n tokens and lower bound
+        g_min, kept per (n, g_min): a solver calls with the same ones every step, and planning
+        (about 10 us) is a few per cent of a call at a few hundred tokens."""
+        key = (n, gmin)
+        plan = self._plans.get(key)
+        if plan is None:
+            L, eps, _ = self._model.plan(gmin)
+            L = min(L, self.lmax) if self._fixed_lmax is None else L
+            backend, L = self._backend(n, L, eps, gmin)
+            lam = attention_eigenvalues(self.d, self.beta, L)
+            lam.flags.writeable = False
+            plan = (backend, L, eps, self._model.predicted(L, gmin, eps), lam)
+            if len(self._plans) >= 64:  # weighted calls bring their own g_min: keep the table small
+                self._plans.clear()
+            self._plans[key] = plan
+        return plan
 
     def _backend(self, n: int, L: int, eps: float, gmin: float) -> tuple[str, int]:
         """(backend, degree) of a call with n tokens whose non-uniform plan is (L, ε): the exact

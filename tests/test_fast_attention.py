@@ -327,6 +327,25 @@ def test_exact_degree_is_lower_where_the_budget_allows():
     assert (fixed.last_backend, fixed.last_lmax) == ("direct", 7)
 
 
+@pytest.mark.parametrize("d", [2, 3])
+def test_kept_call_plans_give_what_a_fresh_evaluator_gives(d):
+    """A call's plan (backend, degree, ε, eigenvalues) is kept per (N, g_min); calls that differ in
+    N, in their smallest weight or in the backend each size takes must still get their own."""
+    rng = np.random.default_rng(62)
+    # g_min is the floor e^{-2β} for both sizes, but the sizes take different backends (and degrees)
+    beta, tol, big = (0.3, 1e-10, 40_000) if d == 2 else (0.1, 1e-6, 200_000)
+    sa = SpectralAttention(d, beta, tol=tol)
+    clouds = [cloud("uniform", d, n, rng) for n in (300, big, 300)]
+    weights = [None, None, rng.uniform(0.01, 1.0, 300)]
+    for x, w in zip(clouds + clouds, weights + weights):  # each case twice: the second from the table
+        fresh = SpectralAttention(d, beta, tol=tol)
+        expected = fresh.velocity(x, w)
+        got = sa.velocity(x, w)
+        assert (sa.last_backend, sa.last_lmax, sa.last_predicted_error) == (
+            fresh.last_backend, fresh.last_lmax, fresh.last_predicted_error)
+        assert np.array_equal(got, expected)
+
+
 def test_truncation_bound_is_an_upper_bound_and_decreases():
     sa = SpectralAttention(3, 10.0, tol=1e-10)
     b = [sa.truncation_bound(L, 1e-3) for L in range(5, 60)]
