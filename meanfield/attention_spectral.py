@@ -356,8 +356,8 @@ class SpectralAttention:
     def _call_plan(self, n: int, gmin: float) -> tuple:
         """(backend, degree, ε, predicted error, eigenvalues) of a call with n tokens and lower bound
         g_min, kept per (n, g_min): a solver calls with the same ones every step, and planning took
-        40-75 us of a call at 128-2048 tokens (15 us in a loop of plans alone), 15-30 % of the
-        call at a few hundred tokens."""
+        40-75 us of a call at 128-2048 tokens (15 us in a loop of plans alone), 12-33 % of the
+        call there."""
         key = (n, gmin)
         plan = self._plans.get(key)
         if plan is None:
