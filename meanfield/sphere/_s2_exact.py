@@ -56,7 +56,7 @@ import threading
 import numpy as np
 from numpy.polynomial import chebyshev
 
-from .._threads import one_blas_thread, parallel_rows
+from .._threads import default_threads, one_blas_thread, parallel_rows
 from ._s2 import _real_alm_maps, n_alm
 
 __all__ = ["LowDegreeS2", "low_degree_s2"]
@@ -78,6 +78,14 @@ _KEEP_BYTES = 32 << 20
 #: (see the module) two threads against one measured 0.90-1.04x at N = 16385-6·10^4, L = 5-7
 #: (medians of 40 alternations), but the other way round in a run before: not resolved, so kept.
 _SPLIT_WORK = 6_000_000
+#: Blocks of the synthesis this many times larger when it is split over threads (32768 points at
+#: L <= 7), equal in size and a multiple of the threads in number. Synthesis after the kept tables
+#: of the adjoint, β = 0.1, best of 3-30 calls, 4 alternations on 2 cores, 8192-point blocks
+#: against 32768 (ms): 134-145 against 110-116 at 10^6 tokens (L = 6), 38-49 against 33-36 at
+#: 3·10^5, 9.3-10.3 against 9.3-10.0 at 10^5 (L = 6) and 7.4-7.8 against 7.1-7.3 (L = 4),
+#: 3.9-4.4 against 3.5-3.7 at 5·10^4 (L = 4), 2.30-2.40 against 2.25-2.40 at 2·10^4 (L = 6);
+#: four equal blocks at 10^5 (25000 points) 6.4-6.7 (L = 4) and 8.6-9.2 (L = 6).
+_SPLIT_SCALE = 4
 
 
 @functools.lru_cache(maxsize=32)
@@ -350,13 +358,20 @@ class LowDegreeS2:
                                 out=self._work("acc", (nq, e - s)))
                 emit(s, e, acc, tab[:3])
 
-        # fixed blocks split over threads from three on when the products are large enough
-        # (_SPLIT_WORK; a block's matrix products dominate its time there: 2.11 against 2.26 ms at
-        # N = 2·10^4 and 4.9 against 6.1 ms at 6·10^4, L = 7), BLAS on one thread either way: the
-        # same numbers on any number of threads
+        # blocks split over threads when the products are large enough (_SPLIT_WORK; a block's
+        # matrix products dominate its time there: 2.11 against 2.26 ms at N = 2·10^4 and 4.9
+        # against 6.1 ms at 6·10^4, L = 7), BLAS on one thread either way: the same numbers on any
+        # number of threads and blocks. Split, the blocks are larger (_SPLIT_SCALE times, a multiple
+        # of the threads in number, equal in size): the two threads' NumPy calls take turns at the
+        # interpreter lock, so fewer, longer calls win
+        k = default_threads()
+        split = k > 1 and n * nq * (L + 1) * (2 * L + 1) >= _SPLIT_WORK
+        if split:
+            nb = -(-max(k, -(-n // (_SPLIT_SCALE * blk))) // k) * k
+            blk = -(-n // nb)
         nb = -(-n // blk)
         with one_blas_thread():
-            parallel_rows(blocks, nb, block=nb, min_rows=3 if n * nq * (L + 1) * (2 * L + 1) >= _SPLIT_WORK else nb + 1)
+            parallel_rows(blocks, nb, block=nb, min_rows=2 if split else nb + 1)
 
     def synthesis(self, alm: np.ndarray, x: np.ndarray, *, grad: bool = True, tables=None, check: bool = True):
         """Values (K, N) and, with ``grad``, surface gradients (K, N, 3) of K fields at the directions of x.

@@ -129,18 +129,23 @@ def test_same_numbers_whatever_the_thread_setting(monkeypatch):
         one = t.adjoint(x, w), t.log_gradient(a, x, 2.0)
     monkeypatch.setenv("MEANFIELD_NUM_THREADS", "1")
     env = t.adjoint(x, w), t.log_gradient(a, x, 2.0)
-    for got in (one, env):
+    monkeypatch.setenv("MEANFIELD_NUM_THREADS", "3")  # three equal blocks of the split synthesis
+    three = t.adjoint(x, w), t.log_gradient(a, x, 2.0)
+    for got in (one, env, three):
         assert np.array_equal(got[0], ref[0]) and np.array_equal(got[1], ref[1])
 
 
-def test_synthesis_blocks_split_over_threads_only_for_large_products(monkeypatch):
-    """The synthesis' blocks go to the thread pool (from three blocks) only when points x weight
-    entries reach _SPLIT_WORK: at N = 2·10^4 the log-gradient at L = 5 stays on one thread and at L = 7
-    is split; the numbers are those of one thread either way (previous test)."""
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_synthesis_blocks_split_over_threads_only_for_large_products(monkeypatch, threads):
+    """The synthesis' blocks go to the thread pool only when points x weight entries reach
+    _SPLIT_WORK and there are threads: at N = 2·10^4 the log-gradient at L = 5 stays on one thread in
+    8192-point blocks, and at L = 7 it is split into equal blocks, as many as the threads (at most
+    four times 8192 points each); the numbers are those of one thread either way (previous test)."""
     from meanfield.sphere import _s2_exact
 
     calls = []
     real = _s2_exact.parallel_rows
+    monkeypatch.setattr(_s2_exact, "default_threads", lambda: threads)
     monkeypatch.setattr(_s2_exact, "parallel_rows",
                         lambda fn, n, **kw: calls.append((n, kw["min_rows"])) or real(fn, n, **kw))
     rng = np.random.default_rng(8)
@@ -149,7 +154,8 @@ def test_synthesis_blocks_split_over_threads_only_for_large_products(monkeypatch
         LowDegreeS2(L).log_gradient(_alm(rng, 1, L)[0], x)
     nb = -(-20000 // _s2_exact._BLOCK)
     assert 20000 * 4 * 6 * 11 < _s2_exact._SPLIT_WORK <= 20000 * 4 * 8 * 15
-    assert calls == [(nb, nb + 1), (nb, 3)]
+    assert 20000 <= _s2_exact._SPLIT_SCALE * _s2_exact._BLOCK
+    assert calls == [(nb, nb + 1), (nb, nb + 1) if threads == 1 else (threads, 2)]
 
 
 def test_nonfinite_input_and_stale_tables_are_refused():
