@@ -277,12 +277,12 @@ class SpectralAttention:
                 f"exact for either sign of beta) or tol >= {2 * model.roundoff():.2g}")
         gmin = model.gmin(0.0)
         self.lmax, self.epsilon, self.predicted_error = model.plan(gmin)
-        lx = model.exact_degree(self.lmax, gmin, self.epsilon)  # the exact transforms' worst-case degree
+        # the backend rule at one token, where the exact transforms are taken if they ever are
+        backend, lx = self._backend(1, self.lmax, self.epsilon, gmin)
         if self.d == 3 and s2_backend == "direct" and lx > LOW_DEGREE_MAX_LMAX:
             raise ValueError(f"s2_backend='direct' evaluates degrees <= {LOW_DEGREE_MAX_LMAX} exactly; beta = {self.beta:g} "
                              f"with tol = {self.tol:g} can need degree {lx}: use s2_backend='auto' or 'nufft'")
-        backend = s2_backend if self.d == 3 else s1_backend
-        if backend == "direct" or (backend == "auto" and (self.d == 2 or lx <= S2_DIRECT_MAX_LMAX)):
+        if backend == "direct":
             # a call may take the exact transforms at their lower degree: the worst case of both
             self.predicted_error = max(self.predicted_error, model.predicted(lx, gmin, self.epsilon))
         self.last_lmax = self.lmax
