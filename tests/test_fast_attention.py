@@ -330,7 +330,8 @@ def test_exact_degree_is_lower_where_the_budget_allows():
 @pytest.mark.parametrize("d", [2, 3])
 def test_kept_call_plans_give_what_a_fresh_evaluator_gives(d):
     """A call's plan (backend, degree, ε, eigenvalues) is kept per (N, g_min); calls that differ in
-    N, in their smallest weight or in the backend each size takes must still get their own."""
+    N, in their smallest weight or in the backend each size takes must still get their own (a table
+    keyed on g_min alone gives the large cloud the small one's backend and fails the plan check)."""
     rng = np.random.default_rng(62)
     # g_min is the floor e^{-2β} for both sizes, but the sizes take different backends (and degrees)
     beta, tol, big = (0.3, 1e-10, 40_000) if d == 2 else (0.1, 1e-6, 200_000)
@@ -343,7 +344,10 @@ def test_kept_call_plans_give_what_a_fresh_evaluator_gives(d):
         got = sa.velocity(x, w)
         assert (sa.last_backend, sa.last_lmax, sa.last_predicted_error) == (
             fresh.last_backend, fresh.last_lmax, fresh.last_predicted_error)
-        assert np.array_equal(got, expected)
+        if sa.last_backend == "direct":
+            assert np.array_equal(got, expected)  # exact transforms: the same bits
+        else:  # ducc0's threaded transforms repeat only to round-off: measured <= 16.4 u max|v| over 15 runs
+            assert np.abs(got - expected).max() <= 64 * np.finfo(float).eps * np.abs(expected).max()
 
 
 def test_truncation_bound_is_an_upper_bound_and_decreases():
