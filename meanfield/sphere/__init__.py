@@ -7,7 +7,7 @@ transforms and the quadrature :class:`Grid` (:func:`basis` picks it from the dim
 Low-degree fields are evaluated at points exactly as homogeneous polynomials
 (:class:`HomogeneousForm`, :attr:`Basis.polynomial`) wherever that is cheaper than the
 basis' transforms; on S^2, :class:`LowDegreeS2` gives the exact adjoint and synthesis (with
-gradients) of low-degree fields in ducc0's coefficient packing.
+gradients or Hessians) of low-degree fields in ducc0's coefficient packing.
 """
 
 from ._geometry import (angles_to_cart, cart_to_angles, project, row_norms, row_sums, sample_uniform, sphere_area,

@@ -27,7 +27,9 @@ whose partial derivatives are fields of the same features:
     ∂_3 F = Re Σ D'_mk T_k C^m  (D' the Chebyshev derivative in k),
 
 so each of f, ∂_1 F, ∂_2 F, ∂_3 F is Σ_k T_k (W_k C) for a weight matrix W_k per degree k, then
-one sum over k. Since D_mk = 0 for k + m > L (and the derivatives only lower degrees), W_k
+one sum over k. The second derivatives are features of the same kind (∂_1² C^m = m (m - 1) C^{m-2},
+∂_2 C^m = i m C^{m-1}, so ∂_22 F = -∂_11 F), and the covariant Hessian is P ∇²F P - (x·∇F) P
+(:meth:`LowDegreeS2.hessian`, nine quantities per point). Since D_mk = 0 for k + m > L (and the derivatives only lower degrees), W_k
 meets only the C rows of m <= L - k: the products run over groups of about two consecutive
 degrees k >= k0, each against the first 2 (L - k0) + 1 C rows. At L = 5 that is 168 instead of
 264 multiply-adds per point and quantity set (the synthesis with gradients of one field 1.05-1.15x
@@ -86,6 +88,13 @@ _SPLIT_WORK = 6_000_000
 #: 3.9-4.4 against 3.5-3.7 at 5·10^4 (L = 4), 2.30-2.40 against 2.25-2.40 at 2·10^4 (L = 6);
 #: four equal blocks at 10^5 (25000 points) 6.4-6.7 (L = 4) and 8.6-9.2 (L = 6).
 _SPLIT_SCALE = 4
+#: Every block starts at a multiple of this many points. BLAS and NumPy's vector loops treat the
+#: last few columns of an array (its length modulo their vector width) with other instructions
+#: (fused multiply-adds or not), so a point's last bits depend on its place in its block: with
+#: blocks starting at multiples of 64, a point has the same place modulo the widths in every
+#: layout, and the numbers do not depend on the number of threads (the nine products per point
+#: of :meth:`LowDegreeS2.hessian` differed in up to 1.3e-13 at the ends of three equal blocks).
+_ALIGN = 64
 
 
 @functools.lru_cache(maxsize=32)
@@ -124,7 +133,7 @@ def _chebder(D: np.ndarray) -> np.ndarray:
 
 
 class LowDegreeS2:
-    """Adjoint and synthesis (with surface gradient) of fields of degree <= ``lmax`` at points of S^2, exactly.
+    """Adjoint and synthesis (with surface gradient, or Hessian) of fields of degree <= ``lmax`` at points of S^2, exactly.
 
     Coefficients are complex, in ducc0/healpy packing (:func:`~meanfield.sphere.n_alm` of them),
     as for ``ducc0.sht.experimental.synthesis_general`` and its adjoint; points are nonzero
@@ -198,7 +207,7 @@ class LowDegreeS2:
         self._by_m = (m_of[None, :] == np.arange(L + 1)[:, None]).astype(np.float64)
         self._chebder = _chebder(np.eye(L + 1))  # row k: the derivative of T_k (integer coefficients)
         # per block the tables (3L + 5 rows) and the synthesis' products (4 (L + 1) rows per field)
-        self.block = _BLOCK if L <= 7 else max(1024, _BLOCK * 8 // (L + 1))
+        self.block = _BLOCK if L <= 7 else max(1024, _BLOCK * 8 // (L + 1) // _ALIGN * _ALIGN)
         self._local = threading.local()
 
     def __repr__(self) -> str:
@@ -287,16 +296,18 @@ class LowDegreeS2:
             mu = self._amap @ part.sum(axis=0).ravel()
         return (mu, (n, store, getattr(self._local, "stamp", 0))) if keep else mu
 
-    def _dense_weights(self, alm: np.ndarray, grad: bool) -> np.ndarray:
-        """Weights (K, nq, L+1, 2L+1) of the C rows: [field, quantity f, ∂_1 F, ∂_2 F, ∂_3 F, degree k, C row].
+    def _dense_weights(self, alm: np.ndarray, grad: bool, hess: bool = False) -> np.ndarray:
+        """Weights (K, nq, L+1, 2L+1) of the C rows: [field, quantity, degree k, C row].
 
-        The coefficients E_mk of Re Σ E_mk T_k C^m vanish for k + m > L (q_lm has degree l - m, and
-        the derivatives lower the degree), so every (m, k) pair can be written without a mask.
+        Quantities f; with ``grad`` ∂_1 F, ∂_2 F, ∂_3 F; with ``hess`` also ∂_11 F, ∂_12 F, ∂_13 F,
+        ∂_23 F, ∂_33 F (∂_22 F = -∂_11 F: every C^m is harmonic in (x_1, x_2)). The coefficients
+        E_mk of Re Σ E_mk T_k C^m vanish for k + m > L (q_lm has degree l - m, and the derivatives
+        lower the degree), so every (m, k) pair can be written without a mask.
         """
         L = self.lmax
         K = alm.shape[0]
         D = self._by_m @ ((alm * self._twice)[:, :, None] * self._A[None])  # [field, m, k]
-        nq = 4 if grad else 1
+        nq = 9 if hess else 4 if grad else 1
         W = np.zeros((K, nq, L + 1, 2 * L + 1))  # [field, quantity, k, C row]
 
         def put(q: int, E: np.ndarray, imag: bool = False) -> None:
@@ -308,28 +319,39 @@ class LowDegreeS2:
                 W[:, q, :, self._c_re] = Et.real.transpose(2, 0, 1)
                 W[:, q, :, self._c_im] = -Et[:, :, 1:].imag.transpose(2, 0, 1)
 
+        def lower(E: np.ndarray) -> np.ndarray:  # ∂_1 of Σ E_m C^m: C^{m'} gets (m' + 1) E_{m'+1}
+            out = np.zeros_like(E)
+            out[:, :L] = E[:, 1:] * np.arange(1, L + 1)[None, :, None]
+            return out
+
         put(0, D)
         if grad:
-            mD = np.zeros_like(D)  # coefficient of C^{m'} in Σ m D_mk C^{m-1}: (m' + 1) D_{m'+1}
-            mD[:, :L] = D[:, 1:] * np.arange(1, L + 1)[None, :, None]
+            mD, Dz = lower(D), D @ self._chebder
             put(1, mD)
-            put(2, mD, imag=True)  # ∂_2 F = -Im Σ m D_mk T_k C^{m-1}
-            put(3, D @ self._chebder)
+            put(2, mD, imag=True)  # ∂_2 F = -Im Σ m D_mk T_k C^{m-1} (∂_2 C^m = i m C^{m-1})
+            put(3, Dz)
+            if hess:
+                mmD, mDz = lower(mD), lower(Dz)
+                put(4, mmD)  # ∂_11 F = Re Σ m (m - 1) D_mk T_k C^{m-2}
+                put(5, mmD, imag=True)  # ∂_12 F = -Im of the same sum
+                put(6, mDz)  # ∂_13 F: ∂_1 of ∂_3 F
+                put(7, mDz, imag=True)  # ∂_23 F
+                put(8, Dz @ self._chebder)  # ∂_33 F
         return W
 
-    def _weights(self, alm: np.ndarray, grad: bool) -> list:
+    def _weights(self, alm: np.ndarray, grad: bool, hess: bool = False) -> list:
         """Per group (k0, k1, c) of :attr:`_groups`, the weights ((k1 - k0) K nq, c): rows (degree k,
         field, quantity), columns the first c C rows, the only ones degrees k >= k0 meet."""
-        W = self._dense_weights(alm, grad)
+        W = self._dense_weights(alm, grad, hess)
         return [np.ascontiguousarray(W[:, :, a:b, :c].transpose(2, 0, 1, 3)).reshape(-1, c)
                 for a, b, c in self._groups]
 
-    def _synth(self, alm, x, grad: bool, tables, emit) -> None:
+    def _synth(self, alm, x, grad: bool, tables, emit, hess: bool = False) -> None:
         if alm.shape[1] != n_alm(self.lmax):
             raise ValueError(f"alm must have n_alm({self.lmax}) = {n_alm(self.lmax)} coefficients per field, "
                              f"got shape {alm.shape}")
         n = x.shape[0]
-        W = self._weights(alm, grad)
+        W = self._weights(alm, grad, hess)
         store = None
         if tables is not None:
             if tables[0] != n:
@@ -340,7 +362,7 @@ class LowDegreeS2:
             store = tables[1]
 
         L = self.lmax
-        blk, rows, nq = self.block, 3 * L + 5, alm.shape[0] * (4 if grad else 1)  # rows of H per degree k
+        blk, rows, nq = self.block, 3 * L + 5, alm.shape[0] * (9 if hess else 4 if grad else 1)  # rows of H per k
         starts = [a * nq for a, _, _ in self._groups] + [(L + 1) * nq]
 
         def blocks(a: int, b: int) -> None:
@@ -368,7 +390,7 @@ class LowDegreeS2:
         split = k > 1 and n * nq * (L + 1) * (2 * L + 1) >= _SPLIT_WORK
         if split:
             nb = -(-max(k, -(-n // (_SPLIT_SCALE * blk))) // k) * k
-            blk = -(-n // nb)
+            blk = -(-n // (nb * _ALIGN)) * _ALIGN
         nb = -(-n // blk)
         with one_blas_thread():
             parallel_rows(blocks, nb, block=nb, min_rows=2 if split else nb + 1)
@@ -428,3 +450,74 @@ class LowDegreeS2:
 
         self._synth(alm[None], x, True, tables, emit)
         return out
+
+    def hessian(self, alm: np.ndarray, x: np.ndarray, *, check: bool = True):
+        """Value (N,), surface gradient (N, 3) and covariant Hessian (N, 3, 3) of one field at the directions of x.
+
+        With F the polynomial extension of f (see the module), ∇F its ambient gradient, A = ∇²F
+        its ambient Hessian, r = x·∇F and P = I - x x^T, the surface gradient is P ∇F and the
+        covariant Hessian, as an operator on tangent vectors (zero on x), is
+
+            Hess f = P A P - r P,
+
+        since along a geodesic γ (γ'' = -|γ'|² x) d²/dt² F(γ) = γ'·A γ' - r |γ'|². Nine quantities
+        per point (f, three first and five second partial derivatives, ∂_22 F = -∂_11 F) come from
+        the same tables as :meth:`synthesis`. The Hessian is a component-major stack (memory
+        (3, 3, N), logical shape (N, 3, 3)), as :meth:`meanfield.sphere.S2Basis.hessian_at`
+        returns it. ``alm`` (n_alm(lmax),) complex, ducc0 packing; ``check`` as in :meth:`adjoint`.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> t = LowDegreeS2(2)
+        >>> alm = np.zeros(6, dtype=complex); alm[2] = 1.0       # Y_20 = c (3 z² - 1), c = sqrt(5/16π)
+        >>> val, grad, H = t.hessian(alm, np.array([[1.0, 0.0, 0.0]]))
+        >>> c = np.sqrt(5 / (16 * np.pi))
+        >>> bool(np.isclose(val[0], -c)), bool(np.allclose(grad, 0.0))
+        (True, True)
+        >>> bool(np.allclose(H[0], np.diag([0.0, 0.0, 6 * c])))   # along e_z: c (3 sin² t - 1); trace = Δf = -6 f
+        True
+        """
+        x = _points(x, check)
+        alm = np.asarray(alm, dtype=np.complex128)
+        if alm.ndim != 1:
+            raise ValueError(f"alm must be the coefficients of one field, shape (n_alm,), got {alm.shape}")
+        _finite(alm, "alm", check)
+        n = x.shape[0]
+        val, grad = np.empty(n), np.empty((n, 3))
+        H = np.empty((3, 3, n))
+
+        def emit(s, e, acc, u):
+            val[s:e] = acc[0]
+            g = acc[1:4]
+            # the ambient Hessian A, row by row: A_22 = -A_11
+            A = ((acc[4], acc[5], acc[6]), (acc[5], None, acc[7]), (acc[6], acc[7], acc[8]))
+            r = np.einsum("in,in->n", g, u, out=self._work("radial", (e - s,)))
+            a = self._work("Au", (3, e - s))  # A u
+            for i in range(3):
+                Ai = A[i]
+                np.multiply(Ai[0], u[0], out=a[i])
+                a[i] += (-A[0][0] if Ai[1] is None else Ai[1]) * u[1]
+                a[i] += Ai[2] * u[2]
+            sr = np.einsum("in,in->n", a, u, out=self._work("sr", (e - s,)))
+            sr += r  # u·A u + r
+            # Hess_ij = A_ij - u_i a_j - a_i u_j + (u·A u + r) u_i u_j - r δ_ij
+            for i in range(3):
+                for j in range(i, 3):
+                    h = H[i, j, s:e]
+                    Aij = A[i][j]
+                    if Aij is None:
+                        np.negative(A[0][0], out=h)
+                    else:
+                        h[...] = Aij
+                    h -= u[i] * a[j]
+                    h -= a[i] * u[j]
+                    h += sr * u[i] * u[j]
+                    if i == j:
+                        h -= r
+                    else:
+                        H[j, i, s:e] = h
+            np.subtract(g, u * r, out=grad[s:e].T)
+
+        self._synth(alm[None], x, True, None, emit, hess=True)
+        return val, grad, H.transpose(2, 0, 1)

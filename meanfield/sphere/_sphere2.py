@@ -14,6 +14,7 @@ from ._quadrature import gauss_legendre
 from ._ring_fft import RingFFT
 from ._ring_frame import FRAME_TABLE_MAX_BYTES, gl_ring_frame_table, table_bytes
 from ._s2 import _complex_sh_cartesian, _real_to_alm, adjoint_at, alm_index, alm_to_real, n_alm, real_basis_s2, real_to_alm, synthesis_at
+from ._s2_exact import low_degree_s2
 from .basis import Basis, Grid, register_basis, work_array
 
 __all__ = ["S2Basis", "S2Grid", "NUFFT_EPS"]
@@ -31,6 +32,20 @@ LEG_SERIAL_WORK = 1 << 20
 #: 7.7 ms at 1e5); with gradients the form is 2-3x cheaper at every N.
 _FORM_VALUES_MAX_POINTS = 4096
 _FORM_VALUES_MAX_EPS = 1e-9
+
+#: Largest degree whose Hessians (:meth:`S2Basis.hessian_at`) are formed by the exact low-degree
+#: transforms (:meth:`~meanfield.sphere.LowDegreeS2.hessian`, nine polynomial quantities per
+#: point) instead of four ducc0 syntheses (value and Laplacian, gradient, spin 2). Measured on 2
+#: shared cores inside the characteristics step (S^2, attention at tol 1e-10, ducc0 at ε = 1e-11,
+#: the Hessian's time per step, two alternating runs of 16-64 steps): L = 7 (β = 0.1) 1.20-1.28
+#: against 1.63-1.64 ms at 4608 nodes, 3.96-4.61 against 7.24-7.45 ms at 3·10^4, 13.6-13.8
+#: against 15.6-16.7 ms at 10^5; L = 8 (β = 0.3) the same at 4608 and 10^5 nodes, 1.7x faster at
+#: 3·10^4; L = 10 and 12 slower at 4608 (1.49-1.70 against 1.41-1.42 ms; 1.71-2.03 against
+#: 1.56-1.81 ms). Alone (best of 7) the exact Hessian measured faster up to L = 12, but its
+#: products per point (9 (L + 1) rows) leave the cache inside a step. At ε = 1e-7, where ducc0 is
+#: cheaper, L = 7 alone measured 1.07-1.5x faster for N = 10^3-10^5. The rule depends on the
+#: degree alone, so neither the route nor the numbers depend on N, ε or the threads.
+_HESS_EXACT_MAX_LMAX = 7
 
 
 @register_basis(3)
@@ -157,7 +172,21 @@ class S2Basis(Basis):
                           nthreads=point_threads(pts.loc.shape[0], self.lmax))
         return pts.tangent(gr[0], gr[1])
 
+    def exact_hessian(self, n: int, epsilon: float | None = None) -> bool:
+        """Whether :meth:`hessian_at` of n points takes the exact low-degree transforms (else ducc0's).
+
+        Examples
+        --------
+        >>> from meanfield.sphere import basis
+        >>> basis(3, 7).exact_hessian(10**6), basis(3, 12).exact_hessian(4608)
+        (True, False)
+        """
+        return self.lmax <= _HESS_EXACT_MAX_LMAX
+
     def hessian_at(self, c, x, *, epsilon=None):
+        xyz = x.x if isinstance(x, S2Points) else x
+        if xyz is not None and self.exact_hessian(len(xyz), epsilon):
+            return low_degree_s2(self.lmax).hessian(c, xyz)
         # In the (e_θ, e_φ) frame the Hessian follows from the Laplacian (spin 0, -l(l+1) a_lm) and
         # one spin-2 synthesis of E = sqrt((l-1) l (l+1) (l+2)) a_lm, which gives Q = -(H_θθ - H_φφ),
         # U = -2 H_θφ (ducc0 conventions, checked against the derivative of the gradient).
