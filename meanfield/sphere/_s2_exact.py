@@ -460,7 +460,7 @@ class LowDegreeS2:
 
             Hess f = P A P - r P,
 
-        since along a geodesic γ (γ'' = -|γ'|² x) d²/dt² F(γ) = γ'·A γ' - r |γ'|². Nine quantities
+        since along a unit-speed geodesic γ (γ'' = -x) d²/dt² F(γ) = γ'·A γ' - r. Nine quantities
         per point (f, three first and five second partial derivatives, ∂_22 F = -∂_11 F) come from
         the same tables as :meth:`synthesis`. The Hessian is a component-major stack (memory
         (3, 3, N), logical shape (N, 3, 3)), as :meth:`meanfield.sphere.S2Basis.hessian_at`
