@@ -166,6 +166,16 @@ S2_DIRECT_MAX_POINTS = 1 << 17
 #: tokens and tol 1e-10 took 114.5 ms with it against 108.9 ms with the exact ones (best of 3
 #: alternating runs of the speed benchmark): the rule stays.
 S2_DIRECT_ANY_N_EPS = 1e-8
+#: ... and up to this degree at any N and ε: since the exact transforms take the lower degree their
+#: own budget allows and split their synthesis in larger blocks, they measured faster than ducc0's
+#: at every N and ε there. Medians of 4 alternating pairs (best of 2 calls each) on 2 cores,
+#: ducc0 time over exact time at 3·10^5 / 10^6 tokens: exact degree 3 (β = 0.1, tol 1e-3 and
+#: 1e-4, ε = 1e-4 and 1e-5) 1.52-1.86 / 1.99-2.25; degree 4 (β = 0.1, tol 1e-6, ε = 1e-7, ducc0
+#: at degree 5; β = 0.3 and 0.5, tol 1e-3 and 1e-4) 1.17-1.36 / 1.44-1.90 (at tol 1e-6, β = 0.1,
+#: 1.65 at 3·10^5 and 1.83 at 10^6 in a run of 6 pairs, 1.78 at 1.3·10^5); degree 5 (β = 0.5,
+#: tol 1e-4, ε = 1e-5) 1.01 / 1.36; but degree 6 0.91-1.02 / 1.03-1.24 and degree 7 0.81-0.93 /
+#: 1.03-1.09 (β = 0.3-1, ε = 1e-7 to 1e-4).
+S2_DIRECT_ANY_N_LMAX = 5
 
 #: Largest abs(β) for which ``method="auto"`` uses the spectral path (accuracy verified in the
 #: tests up to here; beyond it g varies over e^{2β} on the sphere and the degree grows like β).
@@ -212,9 +222,9 @@ class SpectralAttention:
         O(N L²) transforms of :class:`meanfield.sphere.LowDegreeS2` (Chebyshev polynomials in z
         times powers of x_1 + i x_2; round-off only, the same bits on any number of threads).
         ``"auto"`` takes the exact ones when their degree (which can be one below the
-        non-uniform transforms', see the module docstring) is <= :data:`S2_DIRECT_MAX_LMAX` and either
-        N <= :data:`S2_DIRECT_MAX_POINTS` or ε <= :data:`S2_DIRECT_ANY_N_EPS` (the faster one
-        measured on 2 cores).
+        non-uniform transforms', see the module docstring) is <= :data:`S2_DIRECT_ANY_N_LMAX`, or
+        <= :data:`S2_DIRECT_MAX_LMAX` with either N <= :data:`S2_DIRECT_MAX_POINTS` or ε <=
+        :data:`S2_DIRECT_ANY_N_EPS` (the faster one measured on 2 cores).
 
     Attributes
     ----------
@@ -380,7 +390,8 @@ class SpectralAttention:
         if self.d == 3:
             backend = self.s2_backend
             if backend == "auto":
-                exact = Lx <= S2_DIRECT_MAX_LMAX and (n <= S2_DIRECT_MAX_POINTS or eps <= S2_DIRECT_ANY_N_EPS)
+                exact = Lx <= S2_DIRECT_ANY_N_LMAX or (
+                    Lx <= S2_DIRECT_MAX_LMAX and (n <= S2_DIRECT_MAX_POINTS or eps <= S2_DIRECT_ANY_N_EPS))
                 backend = "direct" if exact else "nufft"
         else:
             backend = self.s1_backend

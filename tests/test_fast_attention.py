@@ -166,7 +166,8 @@ def test_s2_backends_agree_with_direct_sum(backend, kind, beta):
 
 
 def test_s2_auto_backend_follows_degree_and_size():
-    from meanfield.attention_spectral import S2_DIRECT_ANY_N_EPS, S2_DIRECT_MAX_LMAX, S2_DIRECT_MAX_POINTS
+    from meanfield.attention_spectral import (S2_DIRECT_ANY_N_EPS, S2_DIRECT_ANY_N_LMAX, S2_DIRECT_MAX_LMAX,
+                                              S2_DIRECT_MAX_POINTS)
 
     rng = np.random.default_rng(31)
     x = cloud("uniform", 3, 2000, rng)
@@ -176,10 +177,18 @@ def test_s2_auto_backend_follows_degree_and_size():
         assert sa.last_backend == ("direct" if sa.last_lmax <= S2_DIRECT_MAX_LMAX else "nufft")
     assert S2_DIRECT_MAX_POINTS < 300_000
     big = cloud("uniform", 3, 300_000, rng)
-    sa = SpectralAttention(3, 0.1, tol=1e-6)
+    # beyond the size bound at a coarse ducc0 accuracy: ducc0's transforms from exact degree 6 ...
+    sa = SpectralAttention(3, 0.3, tol=1e-6)
     sa.velocity(big, check=False)
-    assert sa.last_lmax <= S2_DIRECT_MAX_LMAX and sa.last_backend == "nufft"
+    assert S2_DIRECT_ANY_N_LMAX < sa.last_lmax <= S2_DIRECT_MAX_LMAX and sa.last_backend == "nufft"
     assert sa.last_epsilon > S2_DIRECT_ANY_N_EPS
+    # ... the exact ones up to degree 5 (β = 0.1, tol 1e-6: degree 4 against ducc0's 5)
+    sa = SpectralAttention(3, 0.1, tol=1e-6)
+    v = sa.velocity(big, check=False)
+    assert sa.last_lmax <= S2_DIRECT_ANY_N_LMAX and sa.last_backend == "direct"
+    assert sa.last_epsilon > S2_DIRECT_ANY_N_EPS and sa.last_predicted_error <= 1e-6
+    ref = SpectralAttention(3, 0.1, tol=1e-6, s2_backend="nufft").velocity(big, check=False)
+    assert np.abs(v - ref).max() <= 2e-6  # each within tol of the exact velocity
     # at a finer ducc0 accuracy the exact transforms are taken at any N (their cost has no ε)
     sa = SpectralAttention(3, 0.1, tol=1e-10)
     v = sa.velocity(big, check=False)
