@@ -27,10 +27,10 @@ whose partial derivatives are fields of the same features:
     ∂_3 F = Re Σ D'_mk T_k C^m  (D' the Chebyshev derivative in k),
 
 so each of f, ∂_1 F, ∂_2 F, ∂_3 F is Σ_k T_k (W_k C) for a weight matrix W_k per degree k, then
-one sum over k. The second derivatives are features of the same kind (∂_1² C^m = m (m - 1) C^{m-2},
-∂_2 C^m = i m C^{m-1}, so ∂_22 F = -∂_11 F), and the covariant Hessian is P ∇²F P - (x·∇F) P
-(:meth:`LowDegreeS2.hessian`, nine quantities per point). Since D_mk = 0 for k + m > L (and the derivatives only lower degrees), W_k
-meets only the C rows of m <= L - k: the products run over groups of about two consecutive
+one sum over k. The second derivatives are features of the same kind (∂_1² C^m = m (m - 1)
+C^{m-2}, ∂_2 C^m = i m C^{m-1}, so ∂_22 F = -∂_11 F), and the covariant Hessian is
+P ∇²F P - (x·∇F) P (:meth:`LowDegreeS2.hessian`, nine quantities per point). Since D_mk = 0 for
+k + m > L (and the derivatives only lower degrees), W_k meets only the C rows of m <= L - k: the products run over groups of about two consecutive
 degrees k >= k0, each against the first 2 (L - k0) + 1 C rows. At L = 5 that is 168 instead of
 264 multiply-adds per point and quantity set (the synthesis with gradients of one field 1.05-1.15x
 faster than one dense product at N = 4·10^3-2·10^4, measured).

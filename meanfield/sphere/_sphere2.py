@@ -40,7 +40,7 @@ _FORM_VALUES_MAX_EPS = 1e-9
 #: the Hessian's time per step, two alternating runs of 16-64 steps): L = 7 (β = 0.1) 1.20-1.28
 #: against 1.63-1.64 ms at 4608 nodes, 3.96-4.61 against 7.24-7.45 ms at 3·10^4, 13.6-13.8
 #: against 15.6-16.7 ms at 10^5; L = 8 (β = 0.3) the same at 4608 and 10^5 nodes, 1.7x faster at
-#: 3·10^4; L = 10 and 12 slower at 4608 (1.49-1.70 against 1.41-1.42 ms; 1.71-2.03 against
+#: 3·10^4; L = 10 and 12 slower at 4608 (1.49-1.70 against 1.41-1.42 ms; 1.71-2.31 against
 #: 1.56-1.81 ms). Alone (best of 7) the exact Hessian measured faster up to L = 12, but its
 #: products per point (9 (L + 1) rows) leave the cache inside a step. At ε = 1e-7, where ducc0 is
 #: cheaper, L = 7 alone measured 1.07-1.5x faster for N = 10^3-10^5. The rule depends on the
@@ -172,21 +172,23 @@ class S2Basis(Basis):
                           nthreads=point_threads(pts.loc.shape[0], self.lmax))
         return pts.tangent(gr[0], gr[1])
 
-    def exact_hessian(self, n: int, epsilon: float | None = None) -> bool:
-        """Whether :meth:`hessian_at` of n points takes the exact low-degree transforms (else ducc0's).
+    @property
+    def exact_hessian(self) -> bool:
+        """Whether :meth:`hessian_at` takes the exact low-degree transforms (else ducc0's), by degree alone.
 
         Examples
         --------
         >>> from meanfield.sphere import basis
-        >>> basis(3, 7).exact_hessian(10**6), basis(3, 12).exact_hessian(4608)
+        >>> basis(3, 7).exact_hessian, basis(3, 12).exact_hessian
         (True, False)
         """
         return self.lmax <= _HESS_EXACT_MAX_LMAX
 
     def hessian_at(self, c, x, *, epsilon=None):
         xyz = x.x if isinstance(x, S2Points) else x
-        if xyz is not None and self.exact_hessian(len(xyz), epsilon):
-            return low_degree_s2(self.lmax).hessian(c, xyz)
+        if self.exact_hessian and xyz is not None:
+            # unchecked like ducc0's route: the callers pass the nodes of a solver
+            return low_degree_s2(self.lmax).hessian(c, xyz, check=False)
         # In the (e_θ, e_φ) frame the Hessian follows from the Laplacian (spin 0, -l(l+1) a_lm) and
         # one spin-2 synthesis of E = sqrt((l-1) l (l+1) (l+2)) a_lm, which gives Q = -(H_θθ - H_φφ),
         # U = -2 H_θφ (ducc0 conventions, checked against the derivative of the gradient).
