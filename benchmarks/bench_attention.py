@@ -321,14 +321,16 @@ def s1_backend_section(quick: bool, tol: float) -> list[str]:
 def s2_backend_section(quick: bool) -> list[str]:
     """S^2: ducc0's non-uniform transforms against the exact low-degree ones, in one process, alternating."""
     from meanfield.attention_spectral import (S2_DIRECT_ANY_N_EPS, S2_DIRECT_ANY_N_LMAX, S2_DIRECT_MAX_LMAX,
-                                              S2_DIRECT_MAX_POINTS, SpectralAttention)
+                                              S2_DIRECT_MAX_POINTS, S2_DIRECT_SMALL_N, S2_DIRECT_SMALL_N_FINE_LMAX,
+                                              S2_DIRECT_SMALL_N_LMAX, SpectralAttention)
 
     ns = [2 * 10**3, 10**4, 2 * 10**4, 5 * 10**4, 10**5, 3 * 10**5, 10**6] if not quick else [2 * 10**3, 10**4]
     lines = ["## S^2 spectral backends (best of 9 alternating calls, ms)", "",
              "Uniform tokens; both evaluators built once, then called alternately (the ratio's median over the "
              f"9 pairs is given too). `s2_backend=\"auto\"` takes the exact transforms for L <= {S2_DIRECT_ANY_N_LMAX}, "
-             f"and for L <= {S2_DIRECT_MAX_LMAX} when N <= {S2_DIRECT_MAX_POINTS:,} or ducc0's ε <= "
-             f"{S2_DIRECT_ANY_N_EPS:g}.", "",
+             f"for L <= {S2_DIRECT_MAX_LMAX} when N <= {S2_DIRECT_MAX_POINTS:,} or ducc0's ε <= "
+             f"{S2_DIRECT_ANY_N_EPS:g}, and for N <= {S2_DIRECT_SMALL_N:,} up to L = {S2_DIRECT_SMALL_N_LMAX} "
+             f"({S2_DIRECT_SMALL_N_FINE_LMAX} at ε <= {S2_DIRECT_ANY_N_EPS:g}).", "",
              "| β | tol | L | N | NUFFT (ducc0) | exact O(N L²) | NUFFT / exact, best | median |", "|---|---|---|---|---|---|---|---|"]
     rng = np.random.default_rng(12)
     for beta, tol in ((0.1, 1e-6), (0.1, 1e-8), (0.1, 1e-10), (1.0, 1e-6)):

@@ -153,7 +153,8 @@ S1_DIRECT_MAX_WORK = 65536
 #: from L = 9 (0.7-0.9x) and even at L = 10-12 for N <= 2·10^4. In separate processes the
 #: particle step with noise at N = 10^5 measured 1.10x with it. With the weight products grouped
 #: by degree (:class:`~meanfield.sphere.LowDegreeS2`), L = 9 (β = 1, tol 1e-6) measured 0.95-1.12x
-#: for N = 2·10^3-5·10^4 and 0.61-0.87x above: no gain, so the largest degree stays 7.
+#: for N = 2·10^3-5·10^4 and 0.61-0.87x above, both at degree 9 (now the exact degree is 8 there:
+#: see S2_DIRECT_SMALL_N).
 S2_DIRECT_MAX_LMAX = 7
 S2_DIRECT_MAX_POINTS = 1 << 17
 #: ... except at ducc0 accuracies ε <= this, where the exact transforms (whose cost does not depend
@@ -176,6 +177,18 @@ S2_DIRECT_ANY_N_EPS = 1e-8
 #: tol 1e-4, ε = 1e-5) 1.01 / 1.36; but degree 6 0.91-1.02 / 1.03-1.24 and degree 7 0.81-0.93 /
 #: 1.03-1.09 (β = 0.3-1, ε = 1e-7 to 1e-4).
 S2_DIRECT_ANY_N_LMAX = 5
+#: ... and, for at most S2_DIRECT_SMALL_N tokens, up to degree S2_DIRECT_SMALL_N_LMAX at any ε and
+#: up to S2_DIRECT_SMALL_N_FINE_LMAX at ε <= S2_DIRECT_ANY_N_EPS. Medians of 6 alternating pairs
+#: (best of 3-200 calls each) on 2 cores, ducc0's time over the exact time on two threads / on
+#: one (the deterministic mode of study workers), N = 64-32768: exact degree 8 at ε = 1e-7 (β = 1,
+#: tol 1e-6, ducc0 at degree 9) 0.90-1.67 / 1.47-2.25 (0.90 at 256 tokens, 0.99-1.00 at 64 and
+#: 1024); degree 9 at ε = 1e-11 and 1e-9 (β = 0.5, tol 1e-10; β = 0.7, tol 1e-8) 1.09-1.53 /
+#: 1.66-2.00; degree 12 at ε = 1e-11 (β = 1, tol 1e-10) 1.06-1.20 / 1.26-1.64; but degree 13 at
+#: ε = 1e-11 1.02-1.04 / 1.19-1.60 and degree 11 at ε = 1e-7 (β = 2, tol 1e-6) 0.81-0.97 /
+#: 1.04-1.39, and at 10^5 tokens 0.74-0.83 on two threads for degrees 8-12.
+S2_DIRECT_SMALL_N = 1 << 15
+S2_DIRECT_SMALL_N_LMAX = 8
+S2_DIRECT_SMALL_N_FINE_LMAX = 12
 
 #: Largest abs(β) for which ``method="auto"`` uses the spectral path (accuracy verified in the
 #: tests up to here; beyond it g varies over e^{2β} on the sphere and the degree grows like β).
@@ -222,9 +235,11 @@ class SpectralAttention:
         O(N L²) transforms of :class:`meanfield.sphere.LowDegreeS2` (Chebyshev polynomials in z
         times powers of x_1 + i x_2; round-off only, the same bits on any number of threads).
         ``"auto"`` takes the exact ones when their degree (which can be one below the
-        non-uniform transforms', see the module docstring) is <= :data:`S2_DIRECT_ANY_N_LMAX`, or
+        non-uniform transforms', see the module docstring) is <= :data:`S2_DIRECT_ANY_N_LMAX`;
         <= :data:`S2_DIRECT_MAX_LMAX` with either N <= :data:`S2_DIRECT_MAX_POINTS` or ε <=
-        :data:`S2_DIRECT_ANY_N_EPS` (the faster one measured on 2 cores).
+        :data:`S2_DIRECT_ANY_N_EPS`; or, for N <= :data:`S2_DIRECT_SMALL_N`, <=
+        :data:`S2_DIRECT_SMALL_N_LMAX` (:data:`S2_DIRECT_SMALL_N_FINE_LMAX` at ε <=
+        :data:`S2_DIRECT_ANY_N_EPS`): the faster one measured on 2 cores.
 
     Attributes
     ----------
@@ -390,8 +405,11 @@ class SpectralAttention:
         if self.d == 3:
             backend = self.s2_backend
             if backend == "auto":
-                exact = Lx <= S2_DIRECT_ANY_N_LMAX or (
-                    Lx <= S2_DIRECT_MAX_LMAX and (n <= S2_DIRECT_MAX_POINTS or eps <= S2_DIRECT_ANY_N_EPS))
+                fine = eps <= S2_DIRECT_ANY_N_EPS
+                exact = (Lx <= S2_DIRECT_ANY_N_LMAX
+                         or (Lx <= S2_DIRECT_MAX_LMAX and (n <= S2_DIRECT_MAX_POINTS or fine))
+                         or (n <= S2_DIRECT_SMALL_N
+                             and Lx <= (S2_DIRECT_SMALL_N_FINE_LMAX if fine else S2_DIRECT_SMALL_N_LMAX)))
                 backend = "direct" if exact else "nufft"
         else:
             backend = self.s1_backend

@@ -167,14 +167,24 @@ def test_s2_backends_agree_with_direct_sum(backend, kind, beta):
 
 def test_s2_auto_backend_follows_degree_and_size():
     from meanfield.attention_spectral import (S2_DIRECT_ANY_N_EPS, S2_DIRECT_ANY_N_LMAX, S2_DIRECT_MAX_LMAX,
-                                              S2_DIRECT_MAX_POINTS)
+                                              S2_DIRECT_MAX_POINTS, S2_DIRECT_SMALL_N, S2_DIRECT_SMALL_N_FINE_LMAX,
+                                              S2_DIRECT_SMALL_N_LMAX)
 
     rng = np.random.default_rng(31)
+    # up to S2_DIRECT_SMALL_N tokens: exact to degree 8 at a coarse ducc0 accuracy, 12 at a fine one
+    assert S2_DIRECT_SMALL_N_LMAX == 8 and S2_DIRECT_SMALL_N_FINE_LMAX == 12
     x = cloud("uniform", 3, 2000, rng)
-    for beta in (0.1, 1.0, 3.0):
-        sa = SpectralAttention(3, beta, tol=1e-10)
+    for beta, tol, degree, backend in ((0.1, 1e-10, 6, "direct"), (1.0, 1e-10, 12, "direct"), (3.0, 1e-10, 18, "nufft"),
+                                       (1.0, 1e-6, 8, "direct"), (2.0, 1e-6, 12, "nufft")):
+        sa = SpectralAttention(3, beta, tol=tol)
         sa.velocity(x)
-        assert sa.last_backend == ("direct" if sa.last_lmax <= S2_DIRECT_MAX_LMAX else "nufft")
+        assert (sa.last_lmax, sa.last_backend) == (degree, backend)
+    # above it, ducc0's from degree 8 (β = 1: degree 12 at tol 1e-10, 9 at tol 1e-6)
+    mid = cloud("uniform", 3, S2_DIRECT_SMALL_N + 1, rng)
+    for tol in (1e-10, 1e-6):
+        sa = SpectralAttention(3, 1.0, tol=tol)
+        sa.velocity(mid, check=False)
+        assert sa.last_lmax > S2_DIRECT_MAX_LMAX and sa.last_backend == "nufft"
     assert S2_DIRECT_MAX_POINTS < 300_000
     big = cloud("uniform", 3, 300_000, rng)
     # beyond the size bound at a coarse ducc0 accuracy: ducc0's transforms from exact degree 6 ...
