@@ -76,7 +76,7 @@ def test_hessian_against_ducc0_and_the_laplacian(L):
     relative to Σ |b| (L + 1)^k for the k-th derivative: measured at most 0.15 ε (values, L = 0),
     0.094 ε (gradients), 0.048 ε (Hessians), 0.060 ε (the trace identity), asserted ε; H x, on
     the exact side alone, at most 5.2 u Σ |b| (L + 1) (L = 20), asserted 16."""
-    from meanfield.sphere import S2Basis
+    from meanfield.sphere import S2Basis, _sphere2
 
     rng = np.random.default_rng(300 + L)
     x = _cloud(rng, 3000)
@@ -87,8 +87,6 @@ def test_hessian_against_ducc0_and_the_laplacian(L):
     tol = 2e-13 * np.abs(alm_to_real(a, L)).sum()
     b = S2Basis(max(L, 2))
     c = S2Basis(L).resize(a, b.lmax)  # ducc0's spin-2 synthesis needs lmax >= 2
-    from meanfield.sphere import _sphere2
-
     with pytest.MonkeyPatch.context() as mp:  # the ducc0 route at every degree
         mp.setattr(_sphere2, "_HESS_EXACT_MAX_LMAX", -1)
         assert not b.exact_hessian
