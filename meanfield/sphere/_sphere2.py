@@ -347,6 +347,8 @@ class S2Grid(Grid):
         return [self.e_theta, self.e_phi]
 
     def gradient(self, c):
+        if self.lmax == 0:  # a constant (ducc0's spin-1 transforms need lmax >= 1)
+            return [np.zeros(self.Q), np.zeros(self.Q)]
         # DERIV1: the gradient part only (no curl coefficients), sqrt(l(l+1)) applied by ducc0
         nt = self._threads(2)
         if nt > 1:
@@ -366,6 +368,8 @@ class S2Grid(Grid):
         # ducc0's Legendre stage: faster than adjoint_synthesis_2d on one thread (113 against 175 us
         # at lmax 64) and inside the exponential step on two (2.05 against 2.13 ms a step at lmax
         # 128, 6.59 against 7.02 ms at lmax 256)
+        if self.lmax == 0:  # a divergence has no l = 0 part (ducc0's spin-1 transforms need lmax >= 1)
+            return np.zeros(1, dtype=np.complex128)
         if weighted and isinstance(comps, np.ndarray) and comps.shape == (2, self.Q) and comps.flags.c_contiguous:
             m = comps.reshape(2, self.nlat, self.nphi)  # the caller's buffer: no copy
         else:
