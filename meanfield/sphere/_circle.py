@@ -1,13 +1,12 @@
 """The Fourier basis of S^1 (d = 2) and its equispaced quadrature grid.
 
 Grid transforms are real FFTs on the equispaced nodes (ducc0's, as the ring sums of the S^2
-grids; the divergence and the drift's four fields each one FFT call, their spectra formed
-directly). Point transforms are sums over the
-powers z^k = e^{ikθ} of z = (x_1 + i x_2) / |x| (exact to round-off, no angle and no
-trigonometric function: cos kθ = Re z^k, sin kθ = Im z^k, one complex product per point and
-degree, then one matrix product for all fields) up to degree :data:`_POWER_MAX_LMAX` at any
-number of points, and above it below :data:`_NUFFT_MIN_WORK`; otherwise type-2/type-1
-non-uniform FFTs (ducc0).
+grids; the divergence and the drift's four fields take one FFT call each, their spectra formed
+directly). Point transforms are sums over the powers z^k = e^{ikθ} of z = (x_1 + i x_2) / |x|
+(exact to round-off, no angle and no trigonometric function: cos kθ = Re z^k, sin kθ = Im z^k,
+one complex product per point and degree, then one matrix product for all fields) up to degree
+:data:`_POWER_MAX_LMAX` at any number of points, and above it below :data:`_NUFFT_MIN_WORK`;
+otherwise type-2/type-1 non-uniform FFTs (ducc0).
 """
 
 from __future__ import annotations
@@ -70,21 +69,12 @@ def fourier_basis(lmax: int, x: np.ndarray) -> np.ndarray:
     return out
 
 
-@functools.lru_cache(maxsize=64)
-def _degrees(lmax: int) -> np.ndarray:
-    k = np.arange(1.0, lmax + 1)
-    k.flags.writeable = False
-    return k
-
-
 def ddtheta(c: np.ndarray, lmax: int) -> np.ndarray:
     """d/dθ on real Fourier coefficients: (cos kθ, sin kθ) parts (p, q) -> (k q, -k p)."""
-    out = np.empty_like(c)
-    out[0] = 0.0
-    k = _degrees(lmax)
-    np.multiply(k, c[2::2], out=out[1::2])
-    np.multiply(k, c[1::2], out=out[2::2])
-    np.negative(out[2::2], out=out[2::2])
+    out = np.zeros_like(c)
+    k = np.arange(1, lmax + 1)
+    out[1::2] = k * c[2::2]
+    out[2::2] = -k * c[1::2]
     return out
 
 
@@ -371,9 +361,9 @@ class CircleGrid(Grid):
         if not self._fft:
             f = comps[0] * (self.M / (2 * math.pi)) if weighted else comps[0]
             return ddtheta(self.analysis(f), self.lmax)
-        # d/dθ of the analysis in one pass: the real coefficients (p_k, q_k) = s (Re R_k, -Im R_k) of
-        # f = Σ_j u_j e^{-ikθ_j} = R_k go to (k q_k, -k p_k); the nodes have equal weights 2π/M,
-        # which ``weighted`` components carry already
+        # d/dθ of the analysis in one pass: with R_k = Σ_j u_j e^{-ikθ_j} the analysis has the real
+        # coefficients (p_k, q_k) = s (Re R_k, -Im R_k), and d/dθ takes them to (k q_k, -k p_k) =
+        # -k s (Im R_k, Re R_k); s holds the equal weights 2π/M, which ``weighted`` components carry
         L = self.lmax
         R = ducc0.fft.r2c(np.asarray(comps[0], dtype=np.float64), axes=(0,), forward=True, inorm=0)[1 : L + 1]
         s = (1.0 if weighted else 2 * math.pi / self.M) / math.sqrt(math.pi)
