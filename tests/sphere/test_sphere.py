@@ -34,7 +34,9 @@ def test_basis_orthonormal_on_its_grid(d):
 def test_divergence_of_the_gradient_is_the_laplacian(d, lmax):
     """div_S ∇_S f = Δ_S f = -l(l + d - 2) f by the grid's gradient and divergence (the weak divergence
     is exact on the 3/2-rule grid for degree <= lmax), and the weighted divergence of w_q u_q equals
-    the divergence of u: both routes of each grid (on S^1 one real FFT each way)."""
+    the divergence of u: both routes of each grid (on S^1 one real FFT each way). Round-off relative
+    to max |Δ f|, measured: at most 0.9 u on S^1 (lmax <= 128), 1.6 u on S^2 up to lmax 5 and 47 u at
+    lmax 48 (the Legendre transforms'); asserted 4 (lmax + 1) u."""
     if d == 3 and lmax == 128:
         lmax = 48
     b = basis(d, lmax)
@@ -43,11 +45,12 @@ def test_divergence_of_the_gradient_is_the_laplacian(d, lmax):
     c = b.from_real(rng.standard_normal(b.n_real))
     lap = -b.laplacian * c
     scale = max(1.0, np.abs(lap).max())
+    tol = 4 * (lmax + 1) * np.finfo(float).eps * scale
     div = g.divergence(g.gradient(c))
-    assert np.abs(div - lap).max() < 1e-12 * scale
+    assert np.abs(div - lap).max() <= tol
     comps = np.stack(g.gradient(c))
     weighted = np.ascontiguousarray(comps * g.weights)
-    assert np.abs(g.divergence(weighted, weighted=True) - div).max() < 1e-12 * scale
+    assert np.abs(g.divergence(weighted, weighted=True) - div).max() <= tol
 
 
 @pytest.mark.parametrize("d", supported_dimensions())
