@@ -32,9 +32,9 @@ Rows (targets):
   lmax 64-256 (the pair timed between the solves like every reference; also against the
   same pair timed ten times back to back into a kept map, its best case); on S^1 <= 10x an
   FFT pair (ducc0's r2c + c2r of the grid's size, the FFT of the S^1 grid, timed ten times back
-  to back; NumPy's pair also, back to back and between the solves); setup at lmax 256 <= 0.1 s; the push-forward step also as a multiple of its own
-  transform limit (the synthesis of ρ and one adjoint non-uniform transform at the Q moved
-  nodes);
+  to back; NumPy's pair also, back to back and between the solves); setup at lmax 256 <= 0.1 s;
+  the push-forward step also as a multiple of its own transform limit (the synthesis of ρ and
+  one adjoint non-uniform transform at the Q moved nodes);
 * characteristics scheme: <= 0.2 us per node per step at M = 10^5; ratio to its transforms
   (for the noise, values and gradients of its three components: ducc0's, or the exact
   polynomial evaluation where the timed package has it, ``Basis.polynomial``);
@@ -295,10 +295,10 @@ def bench_particles(args) -> None:
 
 # ----------------------------------------------------------------------------- SPDE
 def bench_spde(args) -> None:
-    from meanfield.kernels import ActivationKernel
-    from meanfield.noise import NoisePath
     import ducc0
 
+    from meanfield.kernels import ActivationKernel
+    from meanfield.noise import NoisePath
     from meanfield.spde import VonMisesFisher, solve_spde
     from meanfield.sphere import NUFFT_EPS, basis
 
@@ -335,11 +335,11 @@ def bench_spde(args) -> None:
                 M = g.M
                 f = np.random.default_rng(0).normal(size=M)
                 # the S^1 reference: ducc0's FFT pair (the FFT of the S^1 grid) ten times back to back.
-                # A pair of a few hundred nodes takes a few microseconds, and timed once between the
-                # solves it ran at 1.5-4x its time back to back, the less the more the solves had just
-                # used the same FFT library (NumPy's pair: 20-27 us between solves on NumPy FFTs, 57-61
-                # us between solves on ducc0's, 12-14 us back to back at M = 392): that reference
-                # measured the cache, not the transform. NumPy's pair is also printed, both ways.
+                # A pair of a few hundred nodes takes a few microseconds, and timed once right after a
+                # solve it ran at 1.5-4x its time back to back, the less the more the solve had just used
+                # the same FFT library (NumPy's pair at M = 392: 20-27 us after solves on NumPy's FFT,
+                # 52-61 us after solves on ducc0's, 12-14 us back to back): that reference measured the
+                # cache, not the transform. NumPy's pair is also printed, both ways.
                 r2c, c2r = ducc0.fft.r2c, ducc0.fft.c2r
                 fns["dfft10"] = lambda: [c2r(r2c(f, axes=(0,)), axes=(0,), lastsize=M, forward=False) for _ in range(10)]
                 fns["fft10"] = lambda: [np.fft.irfft(np.fft.rfft(f), n=M) for _ in range(10)]
