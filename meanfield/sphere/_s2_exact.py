@@ -30,8 +30,9 @@ so each of f, ∂_1 F, ∂_2 F, ∂_3 F is Σ_k T_k (W_k C) for a weight matrix 
 one sum over k. The second derivatives are features of the same kind (∂_1² C^m = m (m - 1)
 C^{m-2}, ∂_2 C^m = i m C^{m-1}, so ∂_22 F = -∂_11 F), and the covariant Hessian is
 P ∇²F P - (x·∇F) P (:meth:`LowDegreeS2.hessian`, nine quantities per point). Since D_mk = 0 for
-k + m > L (and the derivatives only lower degrees), W_k meets only the C rows of m <= L - k: the products run over groups of about two consecutive
-degrees k >= k0, each against the first 2 (L - k0) + 1 C rows. At L = 5 that is 168 instead of
+k + m > L (and the derivatives only lower degrees), W_k meets only the C rows of m <= L - k: the
+products run over groups of about two consecutive degrees k >= k0, each against the first
+2 (L - k0) + 1 C rows. At L = 5 that is 168 instead of
 264 multiply-adds per point and quantity set (the synthesis with gradients of one field 1.05-1.15x
 faster than one dense product at N = 4·10^3-2·10^4, measured).
 
@@ -95,6 +96,11 @@ _SPLIT_SCALE = 4
 #: layout, and the numbers do not depend on the number of threads (the nine products per point
 #: of :meth:`LowDegreeS2.hessian` differed in up to 1.3e-13 at the ends of three equal blocks).
 _ALIGN = 64
+
+
+def _quantities(grad: bool, hess: bool) -> int:
+    """Quantities per field and point: f; with ``grad`` three first derivatives; with ``hess`` five second ones."""
+    return 9 if hess else 4 if grad else 1
 
 
 @functools.lru_cache(maxsize=32)
@@ -307,7 +313,7 @@ class LowDegreeS2:
         L = self.lmax
         K = alm.shape[0]
         D = self._by_m @ ((alm * self._twice)[:, :, None] * self._A[None])  # [field, m, k]
-        nq = 9 if hess else 4 if grad else 1
+        nq = _quantities(grad, hess)
         W = np.zeros((K, nq, L + 1, 2 * L + 1))  # [field, quantity, k, C row]
 
         def put(q: int, E: np.ndarray, imag: bool = False) -> None:
@@ -362,7 +368,7 @@ class LowDegreeS2:
             store = tables[1]
 
         L = self.lmax
-        blk, rows, nq = self.block, 3 * L + 5, alm.shape[0] * (9 if hess else 4 if grad else 1)  # rows of H per k
+        blk, rows, nq = self.block, 3 * L + 5, alm.shape[0] * _quantities(grad, hess)  # rows of H per k
         starts = [a * nq for a, _, _ in self._groups] + [(L + 1) * nq]
 
         def blocks(a: int, b: int) -> None:

@@ -369,7 +369,7 @@ class S2Grid(Grid):
         # at lmax 64) and inside the exponential step on two (2.05 against 2.13 ms a step at lmax
         # 128, 6.59 against 7.02 ms at lmax 256)
         if self.lmax == 0:  # a divergence has no l = 0 part (ducc0's spin-1 transforms need lmax >= 1)
-            return np.zeros(1, dtype=np.complex128)
+            return self.basis.zeros()
         if weighted and isinstance(comps, np.ndarray) and comps.shape == (2, self.Q) and comps.flags.c_contiguous:
             m = comps.reshape(2, self.nlat, self.nphi)  # the caller's buffer: no copy
         else:
