@@ -352,11 +352,7 @@ class SpectralAttention:
         if self.beta == 0.0:
             mean = x.mean(axis=0) if w is None else w @ x
             return tangent_project(x, np.broadcast_to(mean, x.shape))
-        if w is None:
-            wmin = 1.0 / n
-            w = self._uniform_weights(n)
-        else:
-            wmin = float(w.min())
+        wmin = 1.0 / n if w is None else float(w.min())
         backend, L, eps, predicted, lam = self._call_plan(n, self._model.gmin(wmin))
         self.last_backend, self.last_lmax, self.last_epsilon, self.last_predicted_error = backend, L, eps, predicted
         if self.d == 3:
@@ -419,10 +415,14 @@ class SpectralAttention:
 
     def _velocity_s2(self, x, w, L, lam, eps, backend):
         if backend == "direct":
+            # v = ∇g / (β g) does not change when μ is scaled: uniform weights (w None) are left
+            # out, as unit weights, which the exact adjoint does not multiply in
             tr = low_degree_s2(L)
             alm, tables = tr.adjoint(x, w, keep=True, check=False)  # x and w validated (or trusted) above
             alm *= lam[tr.ell]
             return tr.log_gradient(alm, x, self.beta, tables=tables, check=False)  # ∇g / (β g)
+        if w is None:
+            w = self._uniform_weights(x.shape[0])
         # angles shared with the other transforms at these points (e.g. the noise field of the same step)
         pts = s2_points(x)
         loc = pts.loc
@@ -434,6 +434,8 @@ class SpectralAttention:
         return pts.tangent(grad[0], grad[1], divide_by=g, factor=self.beta)  # ∇g / (β g)
 
     def _velocity_s1(self, x, w, L, lam, eps, backend):
+        if w is None:
+            w = self._uniform_weights(x.shape[0])
         if backend == "direct":
             z = x[:, 0] + 1j * x[:, 1]
             z /= np.abs(z)  # exactly e^{iθ}: inputs are unit only to 1e-8, and powers amplify |z| - 1
