@@ -121,7 +121,7 @@ def low_degree_s2(lmax: int) -> "LowDegreeS2":
 def _equal_blocks(n: int, block: int) -> tuple[int, int]:
     """(number, size) of blocks of at most ``block`` points covering n, equal up to the last, each
     a multiple of ``_ALIGN``: the last block no longer a remnant (at N = 2·10^4 and 8192-point
-    blocks three of 6720 points instead of 8192, 8192 and 3616; the adjoint at L = 6 3-5 % faster)."""
+    blocks three of 6720 points instead of 8192, 8192 and 3616; the adjoint at L = 6 3-4 % faster)."""
     nb = -(-n // block)
     return nb, (-(-n // (nb * _ALIGN)) * _ALIGN if nb else block)
 
@@ -226,6 +226,7 @@ class LowDegreeS2:
         # per block the tables (3L + 5 rows) and the synthesis' products (4 (L + 1) rows per field)
         self.block = _BLOCK if L <= 7 else max(1024, _BLOCK * 8 // (L + 1) // _ALIGN * _ALIGN)
         self._local = threading.local()
+        self._maps = {}  # the synthesis' weight maps, per kind (see _weight_map)
 
     def __repr__(self) -> str:
         return f"LowDegreeS2(lmax={self.lmax})"
@@ -284,7 +285,7 @@ class LowDegreeS2:
         """μ_lm = Σ_j w_j conj(Y_lm(x_j)), shape (n_alm(lmax),) complex (ducc0 packing).
 
         ``x`` (N, 3) finite nonzero vectors (read as directions), ``w`` (N,) finite real weights,
-        or None for unit weights (the counting measure: its weights are not multiplied in, 8-9 %
+        or None for unit weights (the counting measure: its weights are not multiplied in, 7-10 %
         of the adjoint at L = 4-6; a uniform measure is this divided by N); ``check=False`` skips
         the checks of ``x`` and ``w``, for callers that validated them. With ``keep``
         the per-point tables are also returned, for :meth:`synthesis` at the same points before
@@ -366,10 +367,12 @@ class LowDegreeS2:
         :meth:`_weights`, the groups one after the other, each in rows (degree k, quantity, C row).
 
         The weights are real-linear in the coefficients: one product instead of the thirty-odd
-        small array operations of :meth:`_dense_weights` at every call (30 against 2-3 us at L = 6);
-        built from :meth:`_dense_weights` of the unit coefficients, once per object and kind.
+        small array operations of :meth:`_dense_weights` at every call (:meth:`_weights` 6.8
+        against 40-41 us at L = 6, one field with gradients); built from :meth:`_dense_weights` of
+        the unit coefficients, once per object and kind (two threads building it at once build the
+        same matrix).
         """
-        maps = self.__dict__.setdefault("_maps", {})
+        maps = self._maps
         key = (grad, hess)
         if key not in maps:
             n = n_alm(self.lmax)
@@ -400,7 +403,6 @@ class LowDegreeS2:
             raise ValueError(f"alm must have n_alm({self.lmax}) = {n_alm(self.lmax)} coefficients per field, "
                              f"got shape {alm.shape}")
         n = x.shape[0]
-        W = self._weights(alm, grad, hess)
         store = None
         if tables is not None:
             if tables[0] != n:
@@ -444,6 +446,9 @@ class LowDegreeS2:
             blk = _equal_blocks(n, blk)[1]
         nb = -(-n // blk)
         with one_blas_thread():
+            # the weights' product too: at high degree with Hessians (a 4149 x 462 map at L = 20) BLAS
+            # would take it to its threads
+            W = self._weights(alm, grad, hess)
             parallel_rows(blocks, nb, block=nb, min_rows=2 if split else nb + 1)
 
     def synthesis(self, alm: np.ndarray, x: np.ndarray, *, grad: bool = True, tables=None, check: bool = True):
