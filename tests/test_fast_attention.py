@@ -488,3 +488,23 @@ def test_bad_input():
 def test_module_doctests():
     res = doctest.testmod(asp, optionflags=doctest.ELLIPSIS)
     assert res.attempted > 0 and res.failed == 0
+
+
+@pytest.mark.parametrize("backend", ["nufft", "direct"])
+@pytest.mark.parametrize("kind", ["uniform", "clustered"])
+@pytest.mark.parametrize("beta", [0.1, 1.0])
+def test_s2_uniform_weights_left_out_give_the_weighted_velocity(backend, kind, beta):
+    """weights=None: the exact transforms sum unit weights (v = ∇g / (β g) does not change when μ is
+    scaled), ducc0's take 1/N. Against weights 1/N given explicitly (normalised again) and against the
+    direct sum. Difference of the two calls, relative to max |v|, measured (seed 7, N = 2500): 18-52 u
+    with the exact transforms at degrees 6 and 12, 3.6-9.3 u with ducc0's; asserted 128 u."""
+    rng = np.random.default_rng(7)
+    x = cloud(kind, 3, 2500, rng)
+    n = x.shape[0]
+    ref = attention_velocity(x, beta)
+    sa = SpectralAttention(3, beta, tol=1e-10, s2_backend=backend)
+    v = sa.velocity(x)
+    assert sa.last_backend == backend
+    scale = np.abs(ref).max()
+    assert np.abs(v - sa.velocity(x, np.full(n, 1.0 / n))).max() <= 128 * np.finfo(float).eps * scale
+    assert np.abs(v - ref).max() <= 1e-10 * scale
