@@ -47,6 +47,28 @@ _FORM_VALUES_MAX_EPS = 1e-9
 #: degree alone, so neither the route nor the numbers depend on N, ε or the threads.
 _HESS_EXACT_MAX_LMAX = 7
 
+#: Values and surface gradients of fields above the polynomial form's degrees
+#: (:meth:`S2Basis.synth_rows` with ``grad``) by the exact low-degree transforms
+#: (:meth:`~meanfield.sphere.LowDegreeS2.synthesis`, four quantities per point) instead of ducc0's
+#: two syntheses per field (values, then spin-1 gradients): up to degree ``_SYNTH_EXACT_MAX_LMAX``
+#: at any N and ε; up to ``_SYNTH_EXACT_SMALL_N_LMAX`` for at most ``_SYNTH_EXACT_SMALL_N`` points;
+#: up to ``_SYNTH_EXACT_FINE_LMAX`` there when ε <= ``_SYNTH_EXACT_FINE_EPS``. Measured on 2 shared
+#: cores (one field, best of 3 x 4-100 calls), ducc0's time over the exact time for N = 10^3 /
+#: 8128 / 32768 / 10^5 on two threads: degree 8 1.38 / 1.34 / 1.66 / 1.06 at ε = 1e-7 and 1.75 /
+#: 1.80 / 2.39 / 1.39 at 1e-11; degree 10 1.19 / 1.18 / 1.26 / 0.86 at 1e-7, 1.51 / 1.67 / 1.78 /
+#: 1.27 at 1e-11; degree 12 1.07 / 0.95 / 0.90 / 0.76 at 1e-7, 1.27 / 1.28 / 1.17 / 0.84 at 1e-9,
+#: 1.31 / 1.40 / 1.34 / 0.88 at 1e-11; degree 13 at 1e-11 1.22 / 1.32 / 1.06 / 0.64. On one thread
+#: (the deterministic mode of study workers) 1.2-2.6x at every N for degrees 8-12 and every ε, and
+#: for three fields (noise) on two threads 1.24-3.32x at degrees 8-10 and 1.14-1.92x at degree 12.
+#: Values alone stay with ducc0 (two threads: 0.66-0.97x at degree 12 but at 32768 points). The
+#: exact route has no ε: its numbers are the fields' to round-off (relative to Σ abs(a_lm), 3e-16
+#: at degree 10), those of ducc0's route within ε.
+_SYNTH_EXACT_MAX_LMAX = 8
+_SYNTH_EXACT_SMALL_N = 1 << 15
+_SYNTH_EXACT_SMALL_N_LMAX = 10
+_SYNTH_EXACT_FINE_LMAX = 12
+_SYNTH_EXACT_FINE_EPS = 1e-8
+
 
 @register_basis(3)
 class S2Basis(Basis):
@@ -146,10 +168,40 @@ class S2Basis(Basis):
         return synthesis_at(c[None], self.lmax, loc, epsilon=epsilon or NUFFT_EPS,
                             nthreads=point_threads(loc.shape[0], self.lmax))[0]
 
+    def exact_synthesis(self, n: int, grad: bool = True, epsilon: float | None = None) -> bool:
+        """Whether :meth:`synth_rows` of n points takes the exact low-degree transforms
+        (:class:`~meanfield.sphere.LowDegreeS2`) instead of ducc0's, for these ``grad`` and ``epsilon``.
+
+        Values with surface gradients above the polynomial form's degrees (degree 7 and up): to
+        degree 8 always, to degree 10 for at most 32768 points, to degree 12 there at ε <= 1e-8
+        (where they measured faster; values alone stay with ducc0). The route depends on
+        (degree, n, ε) only, not on the threads.
+
+        Examples
+        --------
+        >>> from meanfield.sphere import basis
+        >>> b = basis(3, 12)
+        >>> b.exact_synthesis(8128, epsilon=1e-11), b.exact_synthesis(10**5, epsilon=1e-11)
+        (True, False)
+        >>> b.exact_synthesis(8128, grad=False, epsilon=1e-11), basis(3, 8).exact_synthesis(10**6)
+        (False, True)
+        """
+        L = self.lmax
+        if not grad or L <= self.polynomial_max_lmax:
+            return False
+        if L <= _SYNTH_EXACT_MAX_LMAX:
+            return True
+        eps = NUFFT_EPS if epsilon is None else epsilon
+        return n <= _SYNTH_EXACT_SMALL_N and (L <= _SYNTH_EXACT_SMALL_N_LMAX
+                                               or (L <= _SYNTH_EXACT_FINE_LMAX and eps <= _SYNTH_EXACT_FINE_EPS))
+
     def synth_rows(self, coeffs, x, *, grad=True, epsilon=None):
         xyz = x.x if isinstance(x, S2Points) else x
         if xyz is not None and self.uses_polynomial(len(xyz), grad, epsilon):
             return self.polynomial.synth_rows(self.to_real(np.atleast_2d(coeffs)), xyz, grad=grad)
+        if xyz is not None and self.exact_synthesis(len(xyz), grad, epsilon):
+            # unchecked like ducc0's route: its callers pass solver nodes or validated points
+            return low_degree_s2(self.lmax).synthesis(np.atleast_2d(coeffs), xyz, grad=grad, check=False)
         # the values of the K fields in one call (inside deterministic() two fields share a transform)
         pts = s2_points(x)
         coeffs = np.ascontiguousarray(np.atleast_2d(coeffs))
