@@ -59,8 +59,9 @@ _HESS_EXACT_MAX_LMAX = 7
 #: 1.27 at 1e-11; degree 12 1.07 / 0.95 / 0.90 / 0.76 at 1e-7, 1.27 / 1.28 / 1.17 / 0.84 at 1e-9,
 #: 1.31 / 1.40 / 1.34 / 0.88 at 1e-11; degree 13 at 1e-11 1.22 / 1.32 / 1.06 / 0.64. On one thread
 #: (the deterministic mode of study workers) 1.2-2.6x at every N for degrees 8-12 and every ε, and
-#: for three fields (noise) on two threads 1.24-3.32x at degrees 8-10 and 1.14-1.92x at degree 12.
-#: Values alone stay with ducc0 (two threads: 0.66-0.97x at degree 12 but at 32768 points). The
+#: for three fields (noise) on two threads 1.00-3.32x at degrees 8-10 (the least at 10^5 points and
+#: ε = 1e-7) and 1.14-1.92x at degree 12. Values alone stay with ducc0 (two threads: 0.65-0.96x at
+#: degree 12 except at 32768 points, 0.83-1.16x there). The
 #: exact route has no ε: its numbers are the fields' to round-off (relative to Σ abs(a_lm), 3e-16
 #: at degree 10), those of ducc0's route within ε.
 _SYNTH_EXACT_MAX_LMAX = 8
