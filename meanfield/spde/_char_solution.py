@@ -202,7 +202,11 @@ class CharacteristicsSolution:
 
     # -- fields ------------------------------------------------------------------------------
     def velocity(self, i: int, x) -> np.ndarray:
-        """Attention velocity v[ρ_{t_i}](x) = P_x V N/G of the node cloud at points x (N, d) -> (N, d)."""
+        """Attention velocity v[ρ_{t_i}](x) = P_x V N/G of the node cloud at points x (N, d) -> (N, d).
+
+        ``x``: finite nonzero vectors, read as directions (as in :meth:`push` and :meth:`density`);
+        others raise ``ValueError``.
+        """
         self._need_maps("the velocity")
         att = self._att
         if att is None:
@@ -365,7 +369,14 @@ class CharacteristicsSolution:
         x = np.asarray(x, dtype=np.float64)
         if x.ndim != 2 or x.shape[1] != self.d:
             raise ValueError(f"x must have shape (N, {self.d}), got {x.shape}")
-        return x / row_norms(x)[:, None]
+        r = row_norms(x)
+        # the point transforms after it read finite nonzero vectors only (one takes a NaN through
+        # to its output, another stops on an assertion): refuse the others here, by name
+        if not (np.all(np.isfinite(r)) and np.all(r > 0)):
+            i = int(np.flatnonzero(~(np.isfinite(r) & (r > 0)))[0])
+            raise ValueError(f"x must hold finite, nonzero vectors (points of S^{self.d - 1}, read as directions); "
+                             f"row {i} is {x[i].tolist()}")
+        return x / r[:, None]
 
     def node_density(self, i: int) -> np.ndarray:
         """Forward density at the nodes, ρ_{t_i}(x_q(t_i)) = ρ_0(x_q(0)) / J_q, shape (N_i,)."""

@@ -239,6 +239,22 @@ def test_velocity_matches_spectral_attention(d):
 
 
 @pytest.mark.parametrize("d", [2, 3])
+def test_points_of_the_solution_methods_are_checked(d):
+    """velocity, push and density at points refuse non-finite or zero vectors by name (the point
+    transforms behind them would return NaN or stop on an assertion), and read others as directions."""
+    rho0 = VonMisesFisher([0, 0, 1.0] if d == 3 else [1.0, 0], 3.0)
+    kw = dict(n_lat=8) if d == 3 else dict(M=64)
+    sol = solve_characteristics(rho0, None, 2.0, 0.1, 0.05, d=d, **kw)
+    good = np.eye(d)[:2]
+    for bad in ([np.nan] + [0.0] * (d - 1), [0.0] * d, [np.inf] + [0.0] * (d - 1)):
+        x = np.vstack([good, bad])
+        for call in (lambda: sol.velocity(-1, x), lambda: sol.push(x, -1), lambda: sol.density(-1, x)):
+            with pytest.raises(ValueError, match=r"x must hold finite, nonzero vectors.*row 2"):
+                call()
+    assert np.array_equal(sol.velocity(-1, 3.0 * good), sol.velocity(-1, good))
+
+
+@pytest.mark.parametrize("d", [2, 3])
 def test_mass_and_coefficient_layout(d):
     """Mass = 1 to round-off (masses are only moved); coefficients in SPDESolution's layouts."""
     rho0 = VonMisesFisher([0.3, -0.2, 0.9] if d == 3 else [1.0, 0.0], 4.0)
