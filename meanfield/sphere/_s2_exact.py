@@ -123,7 +123,12 @@ def _equal_blocks(n: int, block: int) -> tuple[int, int]:
     a multiple of ``_ALIGN``: the last block no longer a remnant (at N = 2·10^4 and 8192-point
     blocks three of 6720 points instead of 8192, 8192 and 3616; the adjoint at L = 6 3-4 % faster)."""
     nb = -(-n // block)
-    return nb, (-(-n // (nb * _ALIGN)) * _ALIGN if nb else block)
+    return nb, (_aligned_size(n, nb) if nb else block)
+
+
+def _aligned_size(n: int, nb: int) -> int:
+    """Size of nb >= 1 equal blocks covering n points, rounded up to a multiple of ``_ALIGN``."""
+    return -(-n // (nb * _ALIGN)) * _ALIGN
 
 
 def _points(x, check: bool) -> np.ndarray:
@@ -441,7 +446,7 @@ class LowDegreeS2:
         split = k > 1 and n * nq * (L + 1) * (2 * L + 1) >= _SPLIT_WORK
         if split:
             nb = -(-max(k, -(-n // (_SPLIT_SCALE * blk))) // k) * k
-            blk = -(-n // (nb * _ALIGN)) * _ALIGN
+            blk = _aligned_size(n, nb)
         else:
             blk = _equal_blocks(n, blk)[1]
         nb = -(-n // blk)
