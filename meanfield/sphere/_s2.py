@@ -201,10 +201,12 @@ def synthesis_at(alm: np.ndarray, lmax: int, loc: np.ndarray, *, spin: int = 0, 
     processes of one study could disagree. The route used instead: f extended to the doubled circle,
     F(θ, φ) = f(2π - θ, φ + π) for θ > π, is a trigonometric polynomial of degree lmax in both
     angles; its Fourier coefficients come exactly from the Legendre coefficients on the rings
-    θ_j = 2π j / (2 lmax + 2), j <= lmax + 1 (``alm2leg``; ring 2 lmax + 2 - j is ring j turned by π)
-    and an FFT in θ, and ducc0's 2-D non-uniform FFT (``nufft.u2nu``, two real fields per complex
-    call) evaluates it at the points. Each piece gave the same bits whatever the memory addresses
-    (600 calls per case with the heap churned between them). With the same accuracy, one field
+    θ_j = 2π j / (2 lmax + 2), j <= lmax + 1 (ring 2 lmax + 2 - j is ring j turned by π) and an FFT
+    in θ, and ducc0's 2-D non-uniform FFT (``nufft.u2nu``, two real fields per complex call)
+    evaluates it at the points. The ring coefficients are products with a table of the Legendre
+    functions at the rings, not ducc0's ``alm2leg``: in 3 of 6 runs of the test suite that call's
+    first result in a test (degree 12) differed in the last bits from its later ones with the same
+    inputs, which no loop of calls outside the suite showed. With the same accuracy, one field
     costs 1.4-2.1 ``synthesis_general`` calls (512-10^6 points, degrees 6 and 16), a pair of fields
     0.69-0.92 of two such calls at the sizes where it is taken.
 
@@ -270,13 +272,85 @@ def _truncation(lmax: int, degree: int) -> np.ndarray:
     return idx
 
 
+#: Up to this degree the torus route's ring coefficients are one stacked product over a table of
+#: λ_lm padded to lmax + 1 degrees per order (2.2 MB at degree 64), above one product per order
+#: over the packed table. Measured for two fields (us per call, against ducc0's ``alm2leg``):
+#: degree 12 6.3 (13.5), 40 68 (75); one product per order 25 at degree 12, 870 at 128 (687),
+#: where the padded table would take 1270 and 17 MB.
+RINGS_PADDED_MAX_LMAX = 64
+
+
+@functools.lru_cache(maxsize=8)
+def _torus_rings(lmax: int) -> tuple[np.ndarray, np.ndarray]:
+    """λ_lm(θ_j) at the torus route's rings θ_j = 2π j / (2 lmax + 2), j = 0..lmax + 1 (read-only:
+    the cache hands the same arrays to every caller).
+
+    Up to :data:`RINGS_PADDED_MAX_LMAX`: the table (lmax + 1, lmax + 2, lmax + 1) of
+    λ_{m+k, m}(θ_j) at [m, j, k], zero for m + k > lmax, and the position m (lmax + 1) + k of every
+    coefficient of ducc0's packing in its (m, k) rows, shape (n_alm(lmax),). Above: the table
+    (n_alm(lmax), lmax + 2) in ducc0's packing and the packing's first index of every order m,
+    shape (lmax + 2,).
+
+    λ_lm(θ) = Y_l^m(θ, 0), Condon–Shortley phase included: the sectoral terms and the three-term
+    recursion in l of :func:`_complex_sh_cartesian`, whose real parts at the points
+    (sin θ_j, 0, cos θ_j) these are, bit for bit, without its (lmax + 1)² (lmax + 2) complex table.
+    """
+    theta = 2 * np.pi * np.arange(lmax + 2) / (2 * lmax + 2)
+    z, s = np.cos(theta), np.sin(theta)
+    starts = np.concatenate([[0], np.cumsum(np.arange(lmax + 1, 0, -1))])
+    table = np.empty((n_alm(lmax), lmax + 2))
+    c, sm = 1.0 / math.sqrt(4 * math.pi), np.ones(lmax + 2)
+    for m in range(lmax + 1):
+        if m > 0:
+            c *= -math.sqrt((2 * m + 1) / (2 * m))
+            sm = sm * s
+        table[starts[m]] = c * sm
+    if lmax >= 1:
+        ms = np.arange(lmax)
+        table[starts[ms] + 1] = np.sqrt(2 * ms + 3)[:, None] * z * table[starts[ms]]
+    for ell, ms, a, b in _sh_recursion(lmax):
+        row = starts[ms] + ell - ms
+        table[row] = a * (z * table[row - 1] - b * table[row - 2])
+    if lmax <= RINGS_PADDED_MAX_LMAX:
+        order = np.repeat(np.arange(lmax + 1), np.arange(lmax + 1, 0, -1))
+        index = order * (lmax + 1) + np.arange(n_alm(lmax)) - starts[order]
+        padded = np.zeros(((lmax + 1) ** 2, lmax + 2))
+        padded[index] = table
+        table, starts = np.ascontiguousarray(padded.reshape(lmax + 1, lmax + 1, lmax + 2).transpose(0, 2, 1)), index
+    table.flags.writeable = starts.flags.writeable = False
+    return table, starts
+
+
+def _ring_coefficients(alm: np.ndarray, lmax: int) -> np.ndarray:
+    """leg[c, j, m] = Σ_l a_lm λ_lm(θ_j) at the torus rings: ``alm`` (ncomp, n_alm(lmax)) complex,
+    result (ncomp, lmax + 2, lmax + 1); what ducc0's ``alm2leg`` gives, to round-off.
+
+    Products with a table of λ_lm (:func:`_torus_rings`), the real and imaginary parts of the
+    coefficients in one product, rather than ``alm2leg``: in one process that call gave results
+    that differ in the last bits from its other results with the same inputs (the first call in a
+    test, at degree 12, in 3 of 6 runs of the test suite, where recorded the order m = 2 alone at
+    10 of 14 rings; never in loops of thousands of calls), so the deterministic route through it
+    was not.
+    """
+    table, index = _torus_rings(lmax)
+    ncomp = alm.shape[0]
+    af = np.ascontiguousarray(alm.T, dtype=np.complex128).view(np.float64)  # (n_alm, 2 ncomp)
+    if table.ndim == 3:
+        rows = np.zeros(((lmax + 1) ** 2, 2 * ncomp))
+        rows[index] = af
+        out = np.matmul(table, rows.reshape(lmax + 1, lmax + 1, 2 * ncomp))
+    else:
+        out = np.empty((lmax + 1, lmax + 2, 2 * ncomp))
+        for m in range(lmax + 1):
+            np.matmul(table[index[m] : index[m + 1]].T, af[index[m] : index[m + 1]], out=out[m])
+    return out.view(np.complex128).transpose(2, 1, 0)
+
+
 def _torus_spin0(alm: np.ndarray, lmax: int, loc: np.ndarray, epsilon: float, nthreads: int) -> np.ndarray:
     alm = np.ascontiguousarray(alm, dtype=np.complex128)
     ncomp, L = alm.shape[0], lmax
     nt, half = 2 * L + 2, L + 2
-    theta = 2 * np.pi * np.arange(half) / nt
-    leg = np.concatenate([ducc0.sht.experimental.alm2leg(alm=a[None], lmax=L, theta=theta, spin=0, nthreads=nthreads)
-                          for a in alm])  # (ncomp, half, L + 1): f = Σ_m leg_m e^{imφ}, leg_{-m} = conj(leg_m)
+    leg = _ring_coefficients(alm, L)  # (ncomp, half, L + 1): f = Σ_m leg_m e^{imφ}, leg_{-m} = conj(leg_m)
     c = np.empty((ncomp, nt, 2 * L + 1), dtype=np.complex128)  # φ-coefficients m = -L..L at index m + L
     c[:, :half, L:] = leg
     c[:, :half, L] = leg[:, :, 0].real
