@@ -206,7 +206,7 @@ def synthesis_at(alm: np.ndarray, lmax: int, loc: np.ndarray, *, spin: int = 0, 
     evaluates it at the points. The ring coefficients are products with a table of the Legendre
     functions at the rings, not ducc0's ``alm2leg``: in 3 of 6 runs of the test suite that call's
     first result in a test (degree 12) differed in the last bits from its later ones with the same
-    inputs, which no loop of calls outside the suite showed. With the same accuracy, one field
+    inputs (not in loops of 2000-3000 calls outside the suite). With the same accuracy, one field
     costs 1.4-2.1 ``synthesis_general`` calls (512-10^6 points, degrees 6 and 16), a pair of fields
     0.69-0.92 of two such calls at the sizes where it is taken.
 
@@ -329,8 +329,8 @@ def _ring_coefficients(alm: np.ndarray, lmax: int) -> np.ndarray:
     coefficients in one product, rather than ``alm2leg``: in one process that call gave results
     that differ in the last bits from its other results with the same inputs (the first call in a
     test, at degree 12, in 3 of 6 runs of the test suite, where recorded the order m = 2 alone at
-    10 of 14 rings; never in loops of thousands of calls), so the deterministic route through it
-    was not.
+    10 of 14 rings; not in loops of 2000-3000 calls with the heap churned or other transforms
+    between them), so the deterministic route through it was not.
     """
     table, index = _torus_rings(lmax)
     ncomp = alm.shape[0]
