@@ -54,29 +54,37 @@ def _sh_recursion(lmax: int) -> tuple:
     return tuple(out)
 
 
-def _complex_sh_cartesian(lmax: int, x: np.ndarray) -> np.ndarray:
-    """Y_l^m(x) for 0 <= m <= l <= lmax at unit vectors x (N, 3); shape (lmax+1, lmax+1, N), [l, m].
+def _sh_fill(lmax: int, z: np.ndarray, w: np.ndarray, out: np.ndarray, row) -> None:
+    """Y_l^m for 0 <= m <= l <= lmax into ``out[row(l, m)]`` (rows of shape (N,)), from z = cos θ and
+    w = sin θ e^{iφ} (complex) or sin θ (real: φ = 0), both (N,); ``row(l, ms)`` maps a degree and an
+    array of orders to rows of ``out``.
 
-    Uses sin^m θ e^{imφ} = (x_1 + i x_2)^m and the standard three-term recursion in l,
-    vectorised over m and the points, so there are no trigonometric calls and no loop over points.
+    Sectoral terms Y_m^m = c_m w^m with c_0 = 1/sqrt(4π), c_m = -c_{m-1} sqrt((2m+1)/(2m)), then the
+    standard three-term recursion in l, vectorised over m and the points: no trigonometric calls
+    and no loop over points. The one recursion of the point tables and the torus rings' table.
     """
-    n = x.shape[0]
-    z = x[:, 2]
-    w = x[:, 0] + 1j * x[:, 1]
-    out = np.zeros((lmax + 1, lmax + 1, n), dtype=np.complex128)
-    # Sectoral terms Y_m^m = c_m (x + i y)^m with c_0 = 1/sqrt(4π), c_m = -c_{m-1} sqrt((2m+1)/(2m)).
-    c = 1.0 / math.sqrt(4 * math.pi)
-    wm = np.ones(n, dtype=np.complex128)
+    c, wm = 1.0 / math.sqrt(4 * math.pi), np.ones_like(w)
     for m in range(lmax + 1):
         if m > 0:
             c *= -math.sqrt((2 * m + 1) / (2 * m))
             wm = wm * w
-        out[m, m] = c * wm
+        out[row(m, m)] = c * wm
     if lmax >= 1:
         ms = np.arange(lmax)
-        out[ms + 1, ms] = np.sqrt(2 * ms + 3)[:, None] * z * out[ms, ms]
+        out[row(ms + 1, ms)] = np.sqrt(2 * ms + 3)[:, None] * z * out[row(ms, ms)]
     for ell, ms, a, b in _sh_recursion(lmax):
-        out[ell, ms] = a * (z * out[ell - 1, ms] - b * out[ell - 2, ms])
+        out[row(ell, ms)] = a * (z * out[row(ell - 1, ms)] - b * out[row(ell - 2, ms)])
+
+
+def _complex_sh_cartesian(lmax: int, x: np.ndarray) -> np.ndarray:
+    """Y_l^m(x) for 0 <= m <= l <= lmax at unit vectors x (N, 3); shape (lmax+1, lmax+1, N), [l, m].
+
+    Uses sin^m θ e^{imφ} = (x_1 + i x_2)^m and the three-term recursion in l (:func:`_sh_fill`).
+    """
+    n = x.shape[0]
+    out = np.zeros((lmax + 1, lmax + 1, n), dtype=np.complex128)
+    _sh_fill(lmax, x[:, 2], x[:, 0] + 1j * x[:, 1], out.reshape((lmax + 1) ** 2, n),
+             lambda ell, m: ell * (lmax + 1) + m)
     return out
 
 
@@ -291,26 +299,14 @@ def _torus_rings(lmax: int) -> tuple[np.ndarray, np.ndarray]:
     (n_alm(lmax), lmax + 2) in ducc0's packing and the packing's first index of every order m,
     shape (lmax + 2,).
 
-    λ_lm(θ) = Y_l^m(θ, 0), Condon–Shortley phase included: the sectoral terms and the three-term
-    recursion in l of :func:`_complex_sh_cartesian`, whose real parts at the points
-    (sin θ_j, 0, cos θ_j) these are, bit for bit, without its (lmax + 1)² (lmax + 2) complex table.
+    λ_lm(θ) = Y_l^m(θ, 0), Condon–Shortley phase included, by :func:`_sh_fill` with w = sin θ: the
+    real parts of :func:`_complex_sh_cartesian` at the points (sin θ_j, 0, cos θ_j), bit for bit,
+    without its (lmax + 1)² (lmax + 2) complex table.
     """
     theta = 2 * np.pi * np.arange(lmax + 2) / (2 * lmax + 2)
-    z, s = np.cos(theta), np.sin(theta)
     starts = np.concatenate([[0], np.cumsum(np.arange(lmax + 1, 0, -1))])
     table = np.empty((n_alm(lmax), lmax + 2))
-    c, sm = 1.0 / math.sqrt(4 * math.pi), np.ones(lmax + 2)
-    for m in range(lmax + 1):
-        if m > 0:
-            c *= -math.sqrt((2 * m + 1) / (2 * m))
-            sm = sm * s
-        table[starts[m]] = c * sm
-    if lmax >= 1:
-        ms = np.arange(lmax)
-        table[starts[ms] + 1] = np.sqrt(2 * ms + 3)[:, None] * z * table[starts[ms]]
-    for ell, ms, a, b in _sh_recursion(lmax):
-        row = starts[ms] + ell - ms
-        table[row] = a * (z * table[row - 1] - b * table[row - 2])
+    _sh_fill(lmax, np.cos(theta), np.sin(theta), table, lambda ell, m: starts[m] + ell - m)
     if lmax <= RINGS_PADDED_MAX_LMAX:
         order = np.repeat(np.arange(lmax + 1), np.arange(lmax + 1, 0, -1))
         index = order * (lmax + 1) + np.arange(n_alm(lmax)) - starts[order]

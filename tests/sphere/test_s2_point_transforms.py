@@ -64,8 +64,10 @@ def test_torus_ring_coefficients_are_the_legendre_sums(L):
     """The torus route's ring coefficients leg[c, j, m] = Σ_l a_lm λ_lm(θ_j) come from a table of λ_lm
     at the rings (padded up to RINGS_PADDED_MAX_LMAX = 64, packed above): the table is the real part of
     _complex_sh_cartesian at (sin θ_j, 0, cos θ_j) bit for bit (its recursion), the padding is zeros,
-    and the sums agree with ducc0's alm2leg (an index or phase error is O(1)). Measured at most
-    1e-15 of Σ abs(a_lm) at degrees 0-128; asserted 1e-14."""
+    and the sums agree with ducc0's alm2leg (an index or phase error is O(1)). Both sides carry the
+    three-term recursion's round-off, O((L + 1) u) relative per λ_lm, into sums bounded by
+    Σ abs(a_lm): asserted 4 (L + 1) u Σ abs(a_lm); measured at most 5.5 u Σ abs(a_lm) at degrees
+    0-128 over 4 seeds (1.05 u at degree 12)."""
     import ducc0
 
     from meanfield.sphere import _s2
@@ -86,7 +88,7 @@ def test_torus_ring_coefficients_are_the_legendre_sums(L):
     ref = np.concatenate([ducc0.sht.experimental.alm2leg(alm=q[None], lmax=L, theta=theta, spin=0, nthreads=1) for q in a])
     got = _s2._ring_coefficients(a, L)
     assert got.shape == ref.shape == (3, L + 2, L + 1)
-    assert np.all(np.abs(got - ref).max(axis=(1, 2)) <= 1e-14 * np.abs(a).sum(axis=1))
+    assert np.all(np.abs(got - ref).max(axis=(1, 2)) <= 4 * (L + 1) * np.finfo(float).eps * np.abs(a).sum(axis=1))
 
 
 def test_deterministic_spin0_route_takes_no_ducc0_legendre_stage(monkeypatch):
