@@ -5,12 +5,14 @@ Every multithreaded transform (ducc0 spherical-harmonic and non-uniform transfor
 overrides the default. ducc0's multithreaded *adjoint* transforms (the non-uniform
 ``adjoint_synthesis_general`` on S^2, the type-1 NUFFT on S^1) add the contributions of the
 points in an order that depends on the threads' timing, so the same call can differ in the
-last bits from one call to the next; ducc0's spin-0 ``synthesis_general`` does so even on
-one thread, in a few per cent of calls (the result follows the addresses of its internal
-buffers). Inside :func:`deterministic` (or with ``MEANFIELD_NUM_THREADS=1``) every transform
-runs on one thread and spin-0 fields at arbitrary points take a route that does not depend on
-memory addresses (:func:`meanfield.sphere._s2.synthesis_at`), so the results are
-bit-identical between calls, runs, processes and executors; the study runner runs every task
+last bits from one call to the next; ducc0's spin-0 Legendre stage (``alm2leg``, ``leg2alm`` and
+the spin-0 grid and point transforms built on it) does so even on one thread, for some calls
+(the result follows the addresses of its internal buffers). Inside :func:`deterministic` (or
+with ``MEANFIELD_NUM_THREADS=1``) every transform runs on one thread and no spin-0 transform
+reaches that stage: the grid transforms take :mod:`meanfield.sphere._legendre`, spin-0 fields
+at arbitrary points and their adjoint the torus route (:func:`meanfield.sphere._s2.synthesis_at`,
+:func:`meanfield.sphere._s2.adjoint_at`), so the results are bit-identical between calls, runs,
+processes and executors; the study runner runs every task
 that way (:func:`meanfield.runner.run_study`, ``deterministic=True``). Elementwise work over
 many points is split into row blocks over the same threads by :func:`parallel_rows`.
 """

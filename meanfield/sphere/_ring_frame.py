@@ -28,7 +28,7 @@ import functools
 import ducc0
 import numpy as np
 
-from ._s2 import _real_alm_maps, _real_to_alm, n_alm
+from ._s2 import _real_alm_maps, _real_to_alm, legendre_table
 
 __all__ = ["RingFrameTable", "FRAME_TABLE_MAX_BYTES", "gl_ring_frame_table"]
 
@@ -112,14 +112,12 @@ class RingFrameTable:
         theta = np.asarray(theta, dtype=np.float64)
         nq = 3 if radial else 2
         nlat = theta.size
-        # λ_lm(θ_r) as [m, ring, l] (m = M + 1 zero), read off ducc0's transform of each unit coefficient
+        # λ_lm(θ_r) as [m, ring, l] (m = M + 1 zero), by the recursion of legendre_table rather than
+        # ducc0's spin-0 transform of each unit coefficient, whose last bits can change between
+        # calls (meanfield.sphere._legendre): the table is kept for the whole process
         ell, m_of = _real_alm_maps(M)[:2]
         lam = np.zeros((M + 2, nlat, M + 1))
-        for p in range(n_alm(M)):
-            unit = np.zeros((1, n_alm(M)), dtype=np.complex128)
-            unit[0, p] = 1.0
-            leg = ducc0.sht.experimental.alm2leg(alm=unit, lmax=M, theta=theta, spin=0, nthreads=1)
-            lam[m_of[p], :, ell[p]] = leg[0, :, m_of[p]].real
+        lam[m_of, :, ell] = legendre_table(M, theta)
         c, s = np.cos(theta)[:, None], np.sin(theta)[:, None]
         k = np.arange(M + 2)
         up, down, same = lam[np.minimum(k + 1, M + 1)], lam[np.abs(k - 1)], lam[k]  # [k, ring, l]

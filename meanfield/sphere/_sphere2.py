@@ -8,7 +8,8 @@ import math
 import ducc0
 import numpy as np
 
-from .._threads import default_threads, grid_threads, parallel_rows, point_threads, ring_fft_threads
+from .._threads import default_threads, grid_threads, is_deterministic, parallel_rows, point_threads, ring_fft_threads
+from ._legendre import legendre_adjoint, legendre_synthesis, legs_from_deriv1
 from ._points import S2Points, s2_points
 from ._quadrature import gauss_legendre
 from ._ring_fft import RingFFT
@@ -394,7 +395,7 @@ class S2Grid(Grid):
         leg = self._ring.legs(np.ascontiguousarray(f, dtype=np.float64).reshape(1, self.nlat, self.nphi), self.lmax,
                               nthreads=nt)
         leg *= self._ring_weights
-        return ducc0.sht.experimental.leg2alm(leg=leg, lmax=self.lmax, theta=self._theta, spin=0, nthreads=nt)[0]
+        return legendre_adjoint(leg, self.lmax, self._theta, nthreads=nt)[0]
 
     def frame(self):
         return [self.e_theta, self.e_phi]
@@ -450,9 +451,15 @@ class S2Grid(Grid):
         return self.nthreads if self.nlat * (lmax + 1) ** 2 >= LEG_SERIAL_WORK else 1
 
     def _legs(self, alm: np.ndarray, lmax: int, out: np.ndarray, nthreads: int | None = None) -> np.ndarray:
-        return ducc0.sht.experimental.alm2leg(alm=alm, lmax=lmax, theta=self._theta, spin=0,
-                                              nthreads=self._leg_threads(lmax) if nthreads is None else nthreads,
-                                              leg=out)
+        return legendre_synthesis(alm, lmax, self._theta, out=out,
+                                  nthreads=self._leg_threads(lmax) if nthreads is None else nthreads)
+
+    def _values_legs(self, alm, lmax, out, grad_legs=None):
+        """Ring coefficients (n_θ, lmax + 1) of one field into ``out``; inside deterministic() from its
+        gradient's (``grad_legs``, from ``alm2leg_deriv1``) when given: no spin-0 transform of its own."""
+        if grad_legs is not None and lmax and is_deterministic():
+            return legs_from_deriv1(alm, lmax, self._theta, grad_legs, out)
+        return self._legs(alm, lmax, out[None])[0]
 
     def synth_grad(self, c, lmax, *, grad=True):
         # Legendre coefficients per ring at degree lmax (cheap when lmax is far below the grid's
@@ -461,10 +468,12 @@ class S2Grid(Grid):
             return super().synth_grad(c, lmax, grad=grad)
         alm = np.ascontiguousarray(c, dtype=np.complex128)[None]
         leg = np.empty((3 if grad else 1, self.nlat, lmax + 1), dtype=np.complex128)
-        self._legs(alm, lmax, leg[:1])
-        if grad:
+        if grad and lmax == 0:  # a constant (ducc0's spin-1 transforms need lmax >= 1)
+            leg[1:] = 0.0
+        elif grad:
             ducc0.sht.experimental.alm2leg_deriv1(alm=alm, lmax=lmax, theta=self._theta,
                                                   nthreads=self._leg_threads(lmax), leg=leg[1:])
+        self._values_legs(alm, lmax, leg[0], leg[1:] if grad else None)
         m = self._leg2map(leg)
         return m[0], ([m[1], m[2]] if grad else None)
 
@@ -581,9 +590,10 @@ class S2Grid(Grid):
         both[:nf, :, K + 1 : top + 1] = 0.0
         legc = both[nf, :, : lmax + 1]
         both[nf, :, lmax + 1 : top + 1] = 0.0
-        self._legs(alm, lmax, legc[None])
-        legg = np.empty((2, self.nlat, lmax + 1), dtype=np.complex128)
-        ducc0.sht.experimental.alm2leg_deriv1(alm=alm, lmax=lmax, theta=self._theta, nthreads=nt, leg=legg)
+        legg = np.zeros((2, self.nlat, lmax + 1), dtype=np.complex128)
+        if lmax:  # else a constant (ducc0's spin-1 transforms need lmax >= 1)
+            ducc0.sht.experimental.alm2leg_deriv1(alm=alm, lmax=lmax, theta=self._theta, nthreads=nt, leg=legg)
+        self._values_legs(alm, lmax, legc, legg)
         m_short = short.maps_from_spectrum(both, top)  # a few rings' worth of work: one thread
         mf = m_short[:nf]
         mf *= m_short[nf] * (alpha / short.nphi)

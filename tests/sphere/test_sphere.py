@@ -395,7 +395,13 @@ def test_grid_transforms_route_by_threads_and_agree_with_ducc0(monkeypatch):
     transforms; the divergence and the maps from ring coefficients take the ring FFT on any number.
     Each agrees with ducc0's own transform on the same threads to round-off (measured at most
     1.4 eps of the largest value at lmax 16-128; asserted 8 eps: a wrong weight, sign or factor 2
-    of the ring sums is O(1)) and gives the same bits call after call."""
+    of the ring sums is O(1)) and gives the same bits call after call. On one thread (inside
+    deterministic()) the synthesis and analysis take the package's spin-0 Legendre stage
+    (meanfield.sphere._legendre), and ducc0's own spin-0 stage has an error growing with the
+    degree (4.2e-13 of the largest ring coefficient at lmax 256 against a long-double reference,
+    where the package's has 2.7e-14): the two agree within L eps of the largest value (measured
+    at most 0.65 L eps for this test's fields at lmax 16-256; for coefficients of a flat spectrum
+    up to 5.3 L eps at 256, where ducc0's own error dominates)."""
     import ducc0
 
     from meanfield import _threads
@@ -440,5 +446,6 @@ def test_grid_transforms_route_by_threads_and_agree_with_ducc0(monkeypatch):
             }
             for name, (fn, ref) in pairs.items():
                 got = np.array(fn())
-                assert np.abs(got - ref).max() <= 8 * eps * np.abs(ref).max(), (name, n, L)
+                tol = L if n == 1 and name in ("analysis", "synth") else 8
+                assert np.abs(got - ref).max() <= tol * eps * np.abs(ref).max(), (name, n, L)
                 assert np.array_equal(got, fn()), (name, n, L)

@@ -1,0 +1,209 @@
+"""The spin-0 Legendre stage of the S^2 grid transforms, with the same bits at every call.
+
+A grid transform of a spin-0 field is a Legendre stage per ring θ_j and order m,
+
+    leg[c, j, m] = Σ_{l >= m} a_lm λ_lm(θ_j)        (synthesis, :func:`legendre_synthesis`),
+    a_lm = Σ_j leg[c, j, m] λ_lm(θ_j)                (its adjoint, :func:`legendre_adjoint`),
+
+then one FFT per ring (λ_lm(θ) = Y_l^m(θ, 0), ducc0's normalised associated Legendre functions,
+Condon–Shortley phase included). Outside :func:`meanfield.deterministic` both are ducc0's
+``alm2leg`` and ``leg2alm`` with spin 0. ducc0 0.42 fills the recursion coefficients of its
+spin-0 stage (``Ylmgen::prepare``) in a loop that the compiler vectorised in two versions, chosen
+at run time by whether three freshly allocated buffers may overlap; the two round differently
+(fused multiply-adds), so the same call gives other last bits for some orders depending on where
+the heap places those buffers: a study's table could then differ between runs, processes and
+executors. Its spin-1 stage fills them by a recurrence, which is not vectorised. Measured with
+ducc0's sources built with the wheel's flags, 20000 calls each with the heap churned between
+them: ``alm2leg`` spin 0 differed in 939 calls at degree 16 and 1089 at 64, ``leg2alm`` spin 0 in
+939 at 16 and 304 at 64; spin 1 (``alm2leg`` and ``leg2alm``, degrees 6-128) in none.
+
+Inside :func:`meanfield.deterministic` the orders m >= 1 therefore come from the spin-1 stage:
+the longitude component of the gradient of f has ring coefficients (i m / sin θ_j) leg[j, m]
+(``alm2leg_deriv1``), so
+
+    leg[j, m] = (-i sin θ_j / m) · (ring coefficients of (1/sin θ) ∂_φ f)[j, m],    m >= 1,
+
+and the adjoint is ``leg2alm`` with ``mode='DERIV1'`` of the rings' (i sin θ_j / m) leg[j, m] in
+the longitude component; the order m = 0 is one product with a kept table of λ_l0 at the rings
+(:func:`_order0_table`). The longitude component is a difference of the spin-1 and spin-(-1)
+functions, so the route loses about l sin θ / m units in the last place against ducc0's spin-0
+stage: measured relative to the largest ring coefficient (random coefficients, Gauss–Legendre
+rings), 1.2e-15 at degree 6, 2.5e-15 at 16, 5.2e-14 at 64, 1.0e-13 at 128, 8.4e-13 at 256. It
+costs what the gradient's Legendre stage costs (one spin-1 transform; ``alm2leg_deriv1`` took
+1.3x ``alm2leg`` at degree 16, 1.8x at 64, 2.3x at 128 on one thread), and a synthesis with
+gradients (:meth:`S2Grid.synth_grad`) gets the values from the gradient's stage without a
+transform of its own.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import ducc0
+import numpy as np
+
+from .._threads import is_deterministic
+
+__all__ = ["legendre_synthesis", "legendre_adjoint", "legs_from_deriv1"]
+
+
+#: The orders m < ceil(lmax / LOW_ORDER_RATIO) (at least m = 0) take the kept table; above, the
+#: spin-1 route's loss, about l sin θ / m units in the last place, stays below this ratio.
+LOW_ORDER_RATIO = 16
+
+
+def low_orders(lmax: int) -> int:
+    """How many orders, m = 0..m0 - 1, take the kept table: m0 = max(1, ceil(lmax / LOW_ORDER_RATIO))."""
+    return max(1, -(-int(lmax) // LOW_ORDER_RATIO))
+
+
+def _low_order_values(lmax: int, m0: int, theta: np.ndarray) -> np.ndarray:
+    """λ_{m+k, m}(θ_j) for m < m0, shape (m0, n_θ, lmax + 1) at [m, j, k] (zero for m + k > lmax).
+
+    The recursion of :func:`meanfield.sphere._s2.legendre_table` (sectoral terms, then three terms
+    in l), here in NumPy's long double (64-bit significand on x86-64) with its coefficients, then
+    rounded: the entries are the float64 values to about one unit in the last place, where the
+    float64 recursion drifts by about l units.
+    """
+    ld = np.longdouble
+    th = np.asarray(theta, dtype=ld)
+    z, w = np.cos(th), np.sin(th)
+    ms = np.arange(m0)
+    out = np.zeros((m0, th.size, lmax + 1), dtype=ld)
+    c = np.empty(m0, dtype=ld)
+    c[0] = 1 / np.sqrt(ld(4) * ld(np.pi))
+    for m in range(1, m0):
+        c[m] = -c[m - 1] * np.sqrt(ld(2 * m + 1) / ld(2 * m))
+    out[:, :, 0] = c[:, None] * w[None, :] ** ms[:, None]
+    if lmax >= 1:
+        out[:, :, 1] = np.sqrt(2 * ms.astype(ld) + 3)[:, None] * z * out[:, :, 0]
+    for k in range(2, lmax + 1):
+        ell = (ms + k).astype(ld)
+        a = np.sqrt((4 * ell**2 - 1) / (ell**2 - ms.astype(ld) ** 2))[:, None]
+        b = np.sqrt(((ell - 1) ** 2 - ms.astype(ld) ** 2) / (4 * (ell - 1) ** 2 - 1))[:, None]
+        out[:, :, k] = a * (z * out[:, :, k - 1] - b * out[:, :, k - 2])
+    inside = (ms[:, None] + np.arange(lmax + 1) <= lmax)[:, None, :]  # beyond the degree: not in the packing
+    return np.where(inside, out, 0.0).astype(np.float64)
+
+
+@functools.lru_cache(maxsize=16)
+def _tables_for(lmax: int, theta_bytes: bytes) -> tuple:
+    """The kept arrays of the rings θ (given by their bytes) at ``lmax`` (read-only: the cache hands
+    the same arrays to every caller): m0; the low orders' table (m0, n_θ, lmax + 1) and its rows'
+    positions m (lmax + 1) + k in ducc0's packing, shape (n_low,); the factors -i sin θ_j / m,
+    shape (n_θ, lmax + 1 - m0) complex; ``mval`` and ``mstart`` of the orders m0..lmax for ducc0."""
+    theta = np.frombuffer(theta_bytes, dtype=np.float64)
+    m0 = min(low_orders(lmax), lmax + 1)
+    table = _low_order_values(lmax, m0, theta)
+    ms = np.arange(lmax + 1)
+    first = ms * (lmax + 1) - ms * (ms - 1) // 2  # the packing's index of (l = m, m)
+    n_low = int(first[m0]) if m0 <= lmax else int(first[-1]) + 1
+    order = np.repeat(np.arange(m0), lmax + 1 - np.arange(m0))
+    rows = order * (lmax + 1) + np.arange(n_low) - first[order]
+    high = ms[m0:]
+    factor = -1j * np.sin(theta)[:, None] / high
+    mval, mstart = high.astype(np.uintp), (first[m0:] - high).astype(np.uintp)
+    for arr in (table, rows, factor, mval, mstart):
+        arr.flags.writeable = False
+    return m0, table, rows, factor, mval, mstart
+
+
+def _tables(lmax: int, theta: np.ndarray) -> tuple:
+    return _tables_for(int(lmax), np.ascontiguousarray(theta, dtype=np.float64).tobytes())
+
+
+def _low_synthesis(alm: np.ndarray, lmax: int, m0: int, table: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Σ_l a_lm λ_lm(θ_j) for m < m0: ``alm`` (n_alm,) complex, result (n_θ, m0) complex."""
+    a = np.zeros((m0 * (lmax + 1), 2))
+    a[rows] = np.ascontiguousarray(alm[: rows.size]).view(np.float64).reshape(-1, 2)
+    res = np.matmul(table.transpose(0, 1, 2), a.reshape(m0, lmax + 1, 2))  # [m, j, (re, im)]
+    return res.view(np.complex128)[..., 0].T
+
+
+def legs_from_deriv1(alm: np.ndarray, lmax: int, theta: np.ndarray, grad_legs: np.ndarray,
+                     out: np.ndarray) -> np.ndarray:
+    """The spin-0 ring coefficients of one field from its gradient's, ``alm2leg_deriv1``'s output.
+
+    ``alm`` (n_alm(lmax),) or (1, n_alm(lmax)) complex, ``grad_legs`` (2, n_θ, lmax + 1) as
+    ``alm2leg_deriv1`` writes them (∂_θ f, then (1/sin θ) ∂_φ f), ``out`` (n_θ, lmax + 1) complex,
+    written and returned: out[j, m] = -i sin θ_j / m · grad_legs[1, j, m] for m >= m0 and
+    Σ_l a_lm λ_lm(θ_j) from the kept table below (module docstring).
+    """
+    m0, table, rows, factor, _, _ = _tables(lmax, theta)
+    alm = np.asarray(alm).reshape(-1)
+    out[:, :m0] = _low_synthesis(alm, lmax, m0, table, rows)
+    if m0 <= lmax:
+        np.multiply(grad_legs[1, :, m0:], factor, out=out[:, m0:])
+    return out
+
+
+def legendre_synthesis(alm: np.ndarray, lmax: int, theta: np.ndarray, *, nthreads: int,
+                       out: np.ndarray | None = None) -> np.ndarray:
+    """Ring coefficients of spin-0 fields: leg[c, j, m] = Σ_l a_lm λ_lm(θ_j) (ducc0's ``alm2leg``).
+
+    ``alm`` (ncomp, n_alm(lmax)) complex in ducc0's packing, ``theta`` (n_θ,) colatitudes in
+    (0, π); result (ncomp, n_θ, lmax + 1) complex (into ``out`` when given). Inside
+    :func:`meanfield.deterministic` by the spin-1 stage and a table (module docstring), with the
+    same bits at every call.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield import deterministic
+    >>> from meanfield.sphere._legendre import legendre_synthesis
+    >>> alm = np.array([[0.0, 1.0, 0.0]], dtype=complex)       # a_10 = 1: λ_10 = sqrt(3/4π) cos θ
+    >>> theta = np.array([0.3, 1.2])
+    >>> with deterministic():
+    ...     leg = legendre_synthesis(alm, 1, theta, nthreads=1)
+    >>> bool(np.allclose(leg[0, :, 0], np.sqrt(3 / (4 * np.pi)) * np.cos(theta)) and np.allclose(leg[0, :, 1], 0))
+    True
+    """
+    if not is_deterministic():
+        return ducc0.sht.experimental.alm2leg(alm=alm, lmax=lmax, theta=theta, spin=0, nthreads=nthreads, leg=out)
+    m0, table, rows, factor, mval, mstart = _tables(lmax, theta)
+    if out is None:
+        out = np.empty((alm.shape[0], theta.size, lmax + 1), dtype=np.complex128)
+    grad = np.empty((2, theta.size, lmax + 1 - m0), dtype=np.complex128)
+    for c in range(alm.shape[0]):
+        out[c, :, :m0] = _low_synthesis(alm[c], lmax, m0, table, rows)
+        if m0 <= lmax:
+            ducc0.sht.experimental.alm2leg_deriv1(alm=alm[c : c + 1], lmax=lmax, theta=theta, mval=mval,
+                                                  mstart=mstart, nthreads=1, leg=grad)
+            np.multiply(grad[1], factor, out=out[c, :, m0:])
+    return out
+
+
+def legendre_adjoint(leg: np.ndarray, lmax: int, theta: np.ndarray, *, nthreads: int) -> np.ndarray:
+    """The adjoint of :func:`legendre_synthesis`: a_lm = Σ_j leg[c, j, m] λ_lm(θ_j) (ducc0's ``leg2alm``).
+
+    ``leg`` (ncomp, n_θ, lmax + 1) complex, ``theta`` (n_θ,) colatitudes in (0, π); result
+    (ncomp, n_alm(lmax)) complex in ducc0's packing. Inside :func:`meanfield.deterministic` by the
+    spin-1 stage and a table (module docstring), with the same bits at every call.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield import deterministic
+    >>> from meanfield.sphere._legendre import legendre_adjoint
+    >>> theta = np.array([0.3, 1.2])
+    >>> leg = np.zeros((1, 2, 2), dtype=complex); leg[0, :, 0] = 1.0
+    >>> with deterministic():
+    ...     a = legendre_adjoint(leg, 1, theta, nthreads=1)
+    >>> bool(np.allclose(a[0, 1], np.sqrt(3 / (4 * np.pi)) * np.cos(theta).sum()))
+    True
+    """
+    if not is_deterministic():
+        return ducc0.sht.experimental.leg2alm(leg=leg, lmax=lmax, theta=theta, spin=0, nthreads=nthreads)
+    m0, table, rows, factor, mval, mstart = _tables(lmax, theta)
+    ncomp = leg.shape[0]
+    out = np.empty((ncomp, (lmax + 1) * (lmax + 2) // 2), dtype=np.complex128)
+    h = np.zeros((2, theta.size, lmax + 1 - m0), dtype=np.complex128)
+    for c in range(ncomp):
+        if m0 <= lmax:
+            np.multiply(leg[c, :, m0:], np.conj(factor), out=h[1])
+            ducc0.sht.experimental.leg2alm(leg=h, lmax=lmax, theta=theta, spin=1, nthreads=1, mode="DERIV1",
+                                           mval=mval, mstart=mstart, alm=out[c : c + 1])
+        g = np.ascontiguousarray(leg[c, :, :m0].T).view(np.float64).reshape(m0, theta.size, 2)
+        low = np.matmul(table.transpose(0, 2, 1), g).reshape(m0 * (lmax + 1), 2)  # [m, k, (re, im)]
+        out[c, : rows.size] = low[rows].view(np.complex128)[:, 0]
+    return out
