@@ -13,26 +13,31 @@ at run time by whether three freshly allocated buffers may overlap; the two roun
 (fused multiply-adds), so the same call gives other last bits for some orders depending on where
 the heap places those buffers: a study's table could then differ between runs, processes and
 executors. Its spin-1 stage fills them by a recurrence, which is not vectorised. Measured with
-ducc0's sources built with the wheel's flags, 20000 calls each with the heap churned between
-them: ``alm2leg`` spin 0 differed in 939 calls at degree 16 and 1089 at 64, ``leg2alm`` spin 0 in
-939 at 16 and 304 at 64; spin 1 (``alm2leg`` and ``leg2alm``, degrees 6-128) in none.
+ducc0 0.42's sources rebuilt (-O3 -ffast-math, AVX-512), 20000 calls each with the heap churned
+between them: ``alm2leg`` spin 0 differed from the first call in 939 calls at degree 16 and 254
+at 64, ``leg2alm`` spin 0 in 939 at 16 and 304 at 64, neither at 128; spin 1 (``alm2leg`` and
+``leg2alm``, degrees 6-256) in none. The installed wheel showed the same kind of one-order
+differences (9 of 3000 ``alm2leg`` calls at degree 16, other transforms between the calls).
 
-Inside :func:`meanfield.deterministic` the orders m >= 1 therefore come from the spin-1 stage:
-the longitude component of the gradient of f has ring coefficients (i m / sin θ_j) leg[j, m]
-(``alm2leg_deriv1``), so
+Inside :func:`meanfield.deterministic` no call reaches that stage. The orders m >= m0 come from
+the spin-1 stage: the longitude component of the gradient of f has ring coefficients
+(i m / sin θ_j) leg[j, m] (``alm2leg_deriv1``), so
 
-    leg[j, m] = (-i sin θ_j / m) · (ring coefficients of (1/sin θ) ∂_φ f)[j, m],    m >= 1,
+    leg[j, m] = (-i sin θ_j / m) · (ring coefficients of (1/sin θ) ∂_φ f)[j, m],    m >= m0,
 
 and the adjoint is ``leg2alm`` with ``mode='DERIV1'`` of the rings' (i sin θ_j / m) leg[j, m] in
-the longitude component; the order m = 0 is one product with a kept table of λ_l0 at the rings
-(:func:`_order0_table`). The longitude component is a difference of the spin-1 and spin-(-1)
-functions, so the route loses about l sin θ / m units in the last place against ducc0's spin-0
-stage: measured relative to the largest ring coefficient (random coefficients, Gauss–Legendre
-rings), 1.2e-15 at degree 6, 2.5e-15 at 16, 5.2e-14 at 64, 1.0e-13 at 128, 8.4e-13 at 256. It
-costs what the gradient's Legendre stage costs (one spin-1 transform; ``alm2leg_deriv1`` took
-1.3x ``alm2leg`` at degree 16, 1.8x at 64, 2.3x at 128 on one thread), and a synthesis with
-gradients (:meth:`S2Grid.synth_grad`) gets the values from the gradient's stage without a
-transform of its own.
+the longitude component. That component is a difference of the spin-1 and spin-(-1) functions,
+so the route loses about l sin θ / m units in the last place: the orders below
+m0 = max(1, ceil(lmax / 16)) (:func:`low_orders`) are products with a kept table of λ_lm at the
+rings instead, computed in long double and rounded. Measured against long-double sums
+(random coefficients, Gauss–Legendre rings; the largest error over the rings and orders relative
+to the largest ring coefficient), the route and ducc0's spin-0 stage: degree 16 5.1e-15 and
+3.5e-15, 32 4.1e-15 and 1.3e-14, 64 1.5e-14 and 1.3e-14, 128 8.8e-15 and 3.2e-14, 256 2.7e-14 and
+4.2e-13. The spin-1 stage costs about twice the spin-0 one: on one thread the route took 2.3-2.7x
+``alm2leg``'s time at degrees 16-128 and 3.7x at 256 (``leg2alm``: 2.2-2.6x, 3.2x), 3.5x at
+degree 6 where the calls' fixed costs dominate. A synthesis with gradients
+(:meth:`S2Grid.synth_grad`, :meth:`S2Grid.synth_grad_times`) takes the values from the
+gradient's stage (:func:`legs_from_deriv1`), with no transform of its own.
 """
 
 from __future__ import annotations

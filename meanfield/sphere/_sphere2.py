@@ -290,9 +290,14 @@ class S2Basis(Basis):
     def plot_values(self, c, nlat=None, nlon=None):
         nlat = nlat or max(65, 2 * self.lmax + 3)
         nlon = nlon or 2 * nlat
-        vals = ducc0.sht.synthesis_2d(alm=c[None], spin=0, lmax=self.lmax, geometry="CC", ntheta=nlat,
-                                      nphi=nlon, nthreads=default_threads())[0]
-        return np.pi * np.arange(nlat) / (nlat - 1), 2 * np.pi * np.arange(nlon) / nlon, vals
+        theta = np.pi * np.arange(nlat) / (nlat - 1)
+        if is_deterministic():  # the package's Legendre stage (meanfield.sphere._legendre), then ring sums
+            leg = legendre_synthesis(np.ascontiguousarray(c, dtype=np.complex128)[None], self.lmax, theta, nthreads=1)
+            vals = RingFFT(nlat, nlon).maps(leg)[0].reshape(nlat, nlon)
+        else:
+            vals = ducc0.sht.synthesis_2d(alm=c[None], spin=0, lmax=self.lmax, geometry="CC", ntheta=nlat,
+                                          nphi=nlon, nthreads=default_threads())[0]
+        return theta, 2 * np.pi * np.arange(nlon) / nlon, vals
 
 
 def _gl_rings(nlat: int) -> tuple[np.ndarray, np.ndarray]:
