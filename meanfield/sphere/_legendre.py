@@ -95,8 +95,9 @@ def _low_order_values(lmax: int, m0: int, theta: np.ndarray) -> np.ndarray:
 def _tables_for(lmax: int, theta_bytes: bytes) -> tuple:
     """The kept arrays of the rings θ (given by their bytes) at ``lmax`` (read-only: the cache hands
     the same arrays to every caller): m0; the low orders' table (m0, n_θ, lmax + 1) and its rows'
-    positions m (lmax + 1) + k in ducc0's packing, shape (n_low,); the factors -i sin θ_j / m,
-    shape (n_θ, lmax + 1 - m0) complex; ``mval`` and ``mstart`` of the orders m0..lmax for ducc0."""
+    positions m (lmax + 1) + k in ducc0's packing, shape (n_low,); the factors -i sin θ_j / m and
+    their conjugates, shape (n_θ, lmax + 1 - m0) complex; ``mval`` and ``mstart`` of the orders
+    m0..lmax for ducc0."""
     theta = np.frombuffer(theta_bytes, dtype=np.float64)
     m0 = min(low_orders(lmax), lmax + 1)
     table = _low_order_values(lmax, m0, theta)
@@ -107,10 +108,11 @@ def _tables_for(lmax: int, theta_bytes: bytes) -> tuple:
     rows = order * (lmax + 1) + np.arange(n_low) - first[order]
     high = ms[m0:]
     factor = -1j * np.sin(theta)[:, None] / high
+    adjoint = np.conj(factor)
     mval, mstart = high.astype(np.uintp), (first[m0:] - high).astype(np.uintp)
-    for arr in (table, rows, factor, mval, mstart):
+    for arr in (table, rows, factor, adjoint, mval, mstart):
         arr.flags.writeable = False
-    return m0, table, rows, factor, mval, mstart
+    return m0, table, rows, factor, adjoint, mval, mstart
 
 
 def _tables(lmax: int, theta: np.ndarray) -> tuple:
@@ -121,7 +123,7 @@ def _low_synthesis(alm: np.ndarray, lmax: int, m0: int, table: np.ndarray, rows:
     """Σ_l a_lm λ_lm(θ_j) for m < m0: ``alm`` (n_alm,) complex, result (n_θ, m0) complex."""
     a = np.zeros((m0 * (lmax + 1), 2))
     a[rows] = np.ascontiguousarray(alm[: rows.size]).view(np.float64).reshape(-1, 2)
-    res = np.matmul(table.transpose(0, 1, 2), a.reshape(m0, lmax + 1, 2))  # [m, j, (re, im)]
+    res = np.matmul(table, a.reshape(m0, lmax + 1, 2))  # [m, j, (re, im)]
     return res.view(np.complex128)[..., 0].T
 
 
@@ -134,8 +136,8 @@ def legs_from_deriv1(alm: np.ndarray, lmax: int, theta: np.ndarray, grad_legs: n
     written and returned: out[j, m] = -i sin θ_j / m · grad_legs[1, j, m] for m >= m0 and
     Σ_l a_lm λ_lm(θ_j) from the kept table below (module docstring).
     """
-    m0, table, rows, factor, _, _ = _tables(lmax, theta)
-    alm = np.asarray(alm).reshape(-1)
+    m0, table, rows, factor = _tables(lmax, theta)[:4]
+    alm = np.asarray(alm, dtype=np.complex128).reshape(-1)
     out[:, :m0] = _low_synthesis(alm, lmax, m0, table, rows)
     if m0 <= lmax:
         np.multiply(grad_legs[1, :, m0:], factor, out=out[:, m0:])
@@ -147,7 +149,7 @@ def legendre_synthesis(alm: np.ndarray, lmax: int, theta: np.ndarray, *, nthread
     """Ring coefficients of spin-0 fields: leg[c, j, m] = Σ_l a_lm λ_lm(θ_j) (ducc0's ``alm2leg``).
 
     ``alm`` (ncomp, n_alm(lmax)) complex in ducc0's packing, ``theta`` (n_θ,) colatitudes in
-    (0, π); result (ncomp, n_θ, lmax + 1) complex (into ``out`` when given). Inside
+    [0, π]; result (ncomp, n_θ, lmax + 1) complex (into ``out`` when given). Inside
     :func:`meanfield.deterministic` by the spin-1 stage and a table (module docstring), with the
     same bits at every call.
 
@@ -165,7 +167,8 @@ def legendre_synthesis(alm: np.ndarray, lmax: int, theta: np.ndarray, *, nthread
     """
     if not is_deterministic():
         return ducc0.sht.experimental.alm2leg(alm=alm, lmax=lmax, theta=theta, spin=0, nthreads=nthreads, leg=out)
-    m0, table, rows, factor, mval, mstart = _tables(lmax, theta)
+    m0, table, rows, factor, _, mval, mstart = _tables(lmax, theta)
+    alm = np.asarray(alm, dtype=np.complex128)
     if out is None:
         out = np.empty((alm.shape[0], theta.size, lmax + 1), dtype=np.complex128)
     grad = np.empty((2, theta.size, lmax + 1 - m0), dtype=np.complex128)
@@ -181,7 +184,7 @@ def legendre_synthesis(alm: np.ndarray, lmax: int, theta: np.ndarray, *, nthread
 def legendre_adjoint(leg: np.ndarray, lmax: int, theta: np.ndarray, *, nthreads: int) -> np.ndarray:
     """The adjoint of :func:`legendre_synthesis`: a_lm = Σ_j leg[c, j, m] λ_lm(θ_j) (ducc0's ``leg2alm``).
 
-    ``leg`` (ncomp, n_θ, lmax + 1) complex, ``theta`` (n_θ,) colatitudes in (0, π); result
+    ``leg`` (ncomp, n_θ, lmax + 1) complex, ``theta`` (n_θ,) colatitudes in [0, π]; result
     (ncomp, n_alm(lmax)) complex in ducc0's packing. Inside :func:`meanfield.deterministic` by the
     spin-1 stage and a table (module docstring), with the same bits at every call.
 
@@ -199,13 +202,14 @@ def legendre_adjoint(leg: np.ndarray, lmax: int, theta: np.ndarray, *, nthreads:
     """
     if not is_deterministic():
         return ducc0.sht.experimental.leg2alm(leg=leg, lmax=lmax, theta=theta, spin=0, nthreads=nthreads)
-    m0, table, rows, factor, mval, mstart = _tables(lmax, theta)
+    m0, table, rows, _, adjoint, mval, mstart = _tables(lmax, theta)
+    leg = np.asarray(leg, dtype=np.complex128)
     ncomp = leg.shape[0]
     out = np.empty((ncomp, (lmax + 1) * (lmax + 2) // 2), dtype=np.complex128)
     h = np.zeros((2, theta.size, lmax + 1 - m0), dtype=np.complex128)
     for c in range(ncomp):
         if m0 <= lmax:
-            np.multiply(leg[c, :, m0:], np.conj(factor), out=h[1])
+            np.multiply(leg[c, :, m0:], adjoint, out=h[1])
             ducc0.sht.experimental.leg2alm(leg=h, lmax=lmax, theta=theta, spin=1, nthreads=1, mode="DERIV1",
                                            mval=mval, mstart=mstart, alm=out[c : c + 1])
         g = np.ascontiguousarray(leg[c, :, :m0].T).view(np.float64).reshape(m0, theta.size, 2)

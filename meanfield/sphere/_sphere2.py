@@ -595,9 +595,11 @@ class S2Grid(Grid):
         both[:nf, :, K + 1 : top + 1] = 0.0
         legc = both[nf, :, : lmax + 1]
         both[nf, :, lmax + 1 : top + 1] = 0.0
-        legg = np.zeros((2, self.nlat, lmax + 1), dtype=np.complex128)
-        if lmax:  # else a constant (ducc0's spin-1 transforms need lmax >= 1)
+        legg = np.empty((2, self.nlat, lmax + 1), dtype=np.complex128)
+        if lmax:
             ducc0.sht.experimental.alm2leg_deriv1(alm=alm, lmax=lmax, theta=self._theta, nthreads=nt, leg=legg)
+        else:  # a constant (ducc0's spin-1 transforms need lmax >= 1)
+            legg[:] = 0.0
         self._values_legs(alm, lmax, legc, legg)
         m_short = short.maps_from_spectrum(both, top)  # a few rings' worth of work: one thread
         mf = m_short[:nf]
