@@ -94,7 +94,7 @@ def _low_order_values(lmax: int, m0: int, theta: np.ndarray) -> np.ndarray:
     return np.where(inside, out, 0.0).astype(np.float64)
 
 
-@functools.lru_cache(maxsize=16)
+@functools.lru_cache(maxsize=8)  # 15.7 MB at degree 256 (386 rings), 2.4 MB at 128
 def _tables_for(lmax: int, theta_bytes: bytes) -> tuple:
     """The kept arrays of the rings θ (given by their bytes) at ``lmax`` (read-only: the cache hands
     the same arrays to every caller): m0; the low orders' table (m0, n_θ, lmax + 1) and its rows'
