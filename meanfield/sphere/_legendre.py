@@ -68,30 +68,17 @@ def low_orders(lmax: int) -> int:
 def _low_order_values(lmax: int, m0: int, theta: np.ndarray) -> np.ndarray:
     """λ_{m+k, m}(θ_j) for m < m0, shape (m0, n_θ, lmax + 1) at [m, j, k] (zero for m + k > lmax).
 
-    The recursion of :func:`meanfield.sphere._s2.legendre_table` (sectoral terms, then three terms
-    in l), here in NumPy's long double (64-bit significand on x86-64) with its coefficients, then
-    rounded: the entries are the float64 values to about one unit in the last place, where the
-    float64 recursion drifts by about l units.
+    The recursion of :func:`meanfield.sphere._s2._sh_fill` (sectoral terms, then three terms in l)
+    in NumPy's long double (64-bit significand on x86-64), then rounded: the entries are the
+    float64 values to about one unit in the last place, where the float64 recursion drifts by
+    about l units.
     """
-    ld = np.longdouble
-    th = np.asarray(theta, dtype=ld)
-    z, w = np.cos(th), np.sin(th)
-    ms = np.arange(m0)
-    out = np.zeros((m0, th.size, lmax + 1), dtype=ld)
-    c = np.empty(m0, dtype=ld)
-    c[0] = 1 / np.sqrt(ld(4) * ld(np.pi))
-    for m in range(1, m0):
-        c[m] = -c[m - 1] * np.sqrt(ld(2 * m + 1) / ld(2 * m))
-    out[:, :, 0] = c[:, None] * w[None, :] ** ms[:, None]
-    if lmax >= 1:
-        out[:, :, 1] = np.sqrt(2 * ms.astype(ld) + 3)[:, None] * z * out[:, :, 0]
-    for k in range(2, lmax + 1):
-        ell = (ms + k).astype(ld)
-        a = np.sqrt((4 * ell**2 - 1) / (ell**2 - ms.astype(ld) ** 2))[:, None]
-        b = np.sqrt(((ell - 1) ** 2 - ms.astype(ld) ** 2) / (4 * (ell - 1) ** 2 - 1))[:, None]
-        out[:, :, k] = a * (z * out[:, :, k - 1] - b * out[:, :, k - 2])
-    inside = (ms[:, None] + np.arange(lmax + 1) <= lmax)[:, None, :]  # beyond the degree: not in the packing
-    return np.where(inside, out, 0.0).astype(np.float64)
+    from ._s2 import _sh_fill  # noqa: PLC0415 - _s2 imports this module's users
+
+    th = np.asarray(theta, dtype=np.longdouble)
+    out = np.zeros((m0 * (lmax + 1), th.size), dtype=np.longdouble)
+    _sh_fill(lmax, np.cos(th), np.sin(th), out, lambda ell, m: m * (lmax + 1) + ell - m, mmax=m0 - 1)
+    return out.astype(np.float64).reshape(m0, lmax + 1, th.size).transpose(0, 2, 1).copy()
 
 
 @functools.lru_cache(maxsize=8)  # 15.7 MB at degree 256 (386 rings), 2.4 MB at 128

@@ -43,37 +43,46 @@ TORUS_PAIR_POINTS_PER_MODE = 20
 
 
 @functools.lru_cache(maxsize=64)
-def _sh_recursion(lmax: int) -> tuple:
-    """Per degree l >= 2: the orders m < l - 1 and the coefficients a, b of the three-term recursion."""
+def _sh_recursion(lmax: int, dtype: type = np.float64) -> tuple:
+    """Per degree l >= 2: the orders m < l - 1 and the coefficients a, b of the three-term recursion,
+    in ``dtype`` (float64, or NumPy's long double for the tables that are rounded afterwards)."""
+    r = np.dtype(dtype).type
     out = []
     for ell in range(2, lmax + 1):
         ms = np.arange(ell - 1)
-        a = np.sqrt((4.0 * ell**2 - 1) / (ell**2 - ms**2))[:, None]
-        b = np.sqrt(((ell - 1.0) ** 2 - ms**2) / (4.0 * (ell - 1) ** 2 - 1))[:, None]
+        m2 = ms.astype(dtype) ** 2
+        a = np.sqrt((r(4) * r(ell) ** 2 - 1) / (r(ell) ** 2 - m2))[:, None]
+        b = np.sqrt(((r(ell) - 1) ** 2 - m2) / (r(4) * r(ell - 1) ** 2 - 1))[:, None]
         out.append((ell, ms, a, b))
     return tuple(out)
 
 
-def _sh_fill(lmax: int, z: np.ndarray, w: np.ndarray, out: np.ndarray, row) -> None:
-    """Y_l^m for 0 <= m <= l <= lmax into ``out[row(l, m)]`` (rows of shape (N,)), from z = cos θ and
-    w = sin θ e^{iφ} (complex) or sin θ (real: φ = 0), both (N,); ``row(l, ms)`` maps a degree and an
-    array of orders to rows of ``out``.
+def _sh_fill(lmax: int, z: np.ndarray, w: np.ndarray, out: np.ndarray, row, mmax: int | None = None) -> None:
+    """Y_l^m for 0 <= m <= min(l, mmax), l <= lmax into ``out[row(l, m)]`` (rows of shape (N,)), from
+    z = cos θ and w = sin θ e^{iφ} (complex) or sin θ (real: φ = 0), both (N,); ``row(l, ms)`` maps
+    a degree and an array of orders to rows of ``out``. ``mmax`` (default lmax) bounds the orders.
 
     Sectoral terms Y_m^m = c_m w^m with c_0 = 1/sqrt(4π), c_m = -c_{m-1} sqrt((2m+1)/(2m)), then the
     standard three-term recursion in l, vectorised over m and the points: no trigonometric calls
-    and no loop over points. The one recursion of the point tables and the torus rings' table.
+    and no loop over points. Its constants are formed in the real type of ``z`` (float64, or long
+    double for :func:`meanfield.sphere._legendre`'s rounded table). The one recursion of the point
+    tables, the torus rings' table and the Legendre tables at rings.
     """
-    c, wm = 1.0 / math.sqrt(4 * math.pi), np.ones_like(w)
-    for m in range(lmax + 1):
+    mmax = lmax if mmax is None else min(mmax, lmax)
+    real = z.dtype.type
+    c, wm = real(1) / np.sqrt(4 * np.arccos(real(-1))), np.ones_like(w)
+    for m in range(mmax + 1):
         if m > 0:
-            c *= -math.sqrt((2 * m + 1) / (2 * m))
+            c *= -np.sqrt(real(2 * m + 1) / real(2 * m))
             wm = wm * w
         out[row(m, m)] = c * wm
     if lmax >= 1:
-        ms = np.arange(lmax)
-        out[row(ms + 1, ms)] = np.sqrt(2 * ms + 3)[:, None] * z * out[row(ms, ms)]
-    for ell, ms, a, b in _sh_recursion(lmax):
-        out[row(ell, ms)] = a * (z * out[row(ell - 1, ms)] - b * out[row(ell - 2, ms)])
+        ms = np.arange(min(lmax, mmax + 1))
+        out[row(ms + 1, ms)] = np.sqrt(2 * ms.astype(real) + 3)[:, None] * z * out[row(ms, ms)]
+    for ell, ms, a, b in _sh_recursion(lmax, real):
+        k = min(ms.size, mmax + 1)
+        ms = ms[:k]
+        out[row(ell, ms)] = a[:k] * (z * out[row(ell - 1, ms)] - b[:k] * out[row(ell - 2, ms)])
 
 
 def _complex_sh_cartesian(lmax: int, x: np.ndarray) -> np.ndarray:
