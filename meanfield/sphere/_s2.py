@@ -70,19 +70,30 @@ def _sh_fill(lmax: int, z: np.ndarray, w: np.ndarray, out: np.ndarray, row, mmax
     """
     mmax = lmax if mmax is None else min(mmax, lmax)
     real = z.dtype.type
-    c, wm = real(1) / np.sqrt(4 * np.arccos(real(-1))), np.ones_like(w)
+    c, wm = _sh_sectoral(mmax, real), np.ones_like(w)
     for m in range(mmax + 1):
         if m > 0:
-            c *= -np.sqrt(real(2 * m + 1) / real(2 * m))
             wm = wm * w
-        out[row(m, m)] = c * wm
+        out[row(m, m)] = c[m] * wm
     if lmax >= 1:
         ms = np.arange(min(lmax, mmax + 1))
-        out[row(ms + 1, ms)] = np.sqrt(2 * ms.astype(real) + 3)[:, None] * z * out[row(ms, ms)]
+        out[row(ms + 1, ms)] = np.sqrt((2 * ms + 3).astype(real))[:, None] * z * out[row(ms, ms)]
     for ell, ms, a, b in _sh_recursion(lmax, real):
-        k = min(ms.size, mmax + 1)
-        ms = ms[:k]
-        out[row(ell, ms)] = a[:k] * (z * out[row(ell - 1, ms)] - b[:k] * out[row(ell - 2, ms)])
+        if ms.size > mmax + 1:
+            ms, a, b = ms[: mmax + 1], a[: mmax + 1], b[: mmax + 1]
+        out[row(ell, ms)] = a * (z * out[row(ell - 1, ms)] - b * out[row(ell - 2, ms)])
+
+
+@functools.lru_cache(maxsize=64)
+def _sh_sectoral(mmax: int, dtype: type = np.float64) -> np.ndarray:
+    """c_m of the sectoral terms Y_m^m = c_m (sin θ e^{iφ})^m, m = 0..mmax, in ``dtype`` (read-only)."""
+    r = np.dtype(dtype).type
+    c = np.empty(mmax + 1, dtype=dtype)
+    c[0] = r(1) / np.sqrt(4 * np.arccos(r(-1)))
+    for m in range(1, mmax + 1):
+        c[m] = -c[m - 1] * np.sqrt(r(2 * m + 1) / r(2 * m))
+    c.flags.writeable = False
+    return c
 
 
 def _complex_sh_cartesian(lmax: int, x: np.ndarray) -> np.ndarray:
