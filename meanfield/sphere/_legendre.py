@@ -51,6 +51,7 @@ import ducc0
 import numpy as np
 
 from .._threads import is_deterministic
+from ._s2 import _order_starts, _padded_adjoint, _padded_index, _padded_products, _sh_fill
 
 __all__ = ["legendre_synthesis", "legendre_adjoint", "legs_from_deriv1"]
 
@@ -73,8 +74,6 @@ def _low_order_values(lmax: int, m0: int, theta: np.ndarray) -> np.ndarray:
     float64 values to about one unit in the last place, where the float64 recursion drifts by
     about l units.
     """
-    from ._s2 import _sh_fill  # noqa: PLC0415 - _s2 imports this module's users
-
     th = np.asarray(theta, dtype=np.longdouble)
     out = np.zeros((m0 * (lmax + 1), th.size), dtype=np.longdouble)
     _sh_fill(lmax, np.cos(th), np.sin(th), out, lambda ell, m: m * (lmax + 1) + ell - m, mmax=m0 - 1)
@@ -91,15 +90,11 @@ def _tables_for(lmax: int, theta_bytes: bytes) -> tuple:
     theta = np.frombuffer(theta_bytes, dtype=np.float64)
     m0 = min(low_orders(lmax), lmax + 1)
     table = _low_order_values(lmax, m0, theta)
-    ms = np.arange(lmax + 1)
-    first = ms * (lmax + 1) - ms * (ms - 1) // 2  # the packing's index of (l = m, m)
-    n_low = int(first[m0]) if m0 <= lmax else int(first[-1]) + 1
-    order = np.repeat(np.arange(m0), lmax + 1 - np.arange(m0))
-    rows = order * (lmax + 1) + np.arange(n_low) - first[order]
-    high = ms[m0:]
+    rows = _padded_index(lmax, m0)
+    high = np.arange(m0, lmax + 1)
     factor = -1j * np.sin(theta)[:, None] / high
     adjoint = np.conj(factor)
-    mval, mstart = high.astype(np.uintp), (first[m0:] - high).astype(np.uintp)
+    mval, mstart = high.astype(np.uintp), (_order_starts(lmax)[m0 : lmax + 1] - high).astype(np.uintp)
     for arr in (table, rows, factor, adjoint, mval, mstart):
         arr.flags.writeable = False
     return m0, table, rows, factor, adjoint, mval, mstart
@@ -109,12 +104,10 @@ def _tables(lmax: int, theta: np.ndarray) -> tuple:
     return _tables_for(int(lmax), np.ascontiguousarray(theta, dtype=np.float64).tobytes())
 
 
-def _low_synthesis(alm: np.ndarray, lmax: int, m0: int, table: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Σ_l a_lm λ_lm(θ_j) for m < m0: ``alm`` (n_alm,) complex, result (n_θ, m0) complex."""
-    a = np.zeros((m0 * (lmax + 1), 2))
-    a[rows] = np.ascontiguousarray(alm[: rows.size]).view(np.float64).reshape(-1, 2)
-    res = np.matmul(table, a.reshape(m0, lmax + 1, 2))  # [m, j, (re, im)]
-    return res.view(np.complex128)[..., 0].T
+def _low_synthesis(alm: np.ndarray, table: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Σ_l a_lm λ_lm(θ_j) for the table's orders m < m0: ``alm`` (n_alm,) complex, result (n_θ, m0) complex."""
+    a = np.ascontiguousarray(alm[: rows.size]).view(np.float64).reshape(-1, 2)
+    return _padded_products(table, rows, a).view(np.complex128)[..., 0].T
 
 
 def legs_from_deriv1(alm: np.ndarray, lmax: int, theta: np.ndarray, grad_legs: np.ndarray,
@@ -128,7 +121,7 @@ def legs_from_deriv1(alm: np.ndarray, lmax: int, theta: np.ndarray, grad_legs: n
     """
     m0, table, rows, factor = _tables(lmax, theta)[:4]
     alm = np.asarray(alm, dtype=np.complex128).reshape(-1)
-    out[:, :m0] = _low_synthesis(alm, lmax, m0, table, rows)
+    out[:, :m0] = _low_synthesis(alm, table, rows)
     if m0 <= lmax:
         np.multiply(grad_legs[1, :, m0:], factor, out=out[:, m0:])
     return out
@@ -163,7 +156,7 @@ def legendre_synthesis(alm: np.ndarray, lmax: int, theta: np.ndarray, *, nthread
         out = np.empty((alm.shape[0], theta.size, lmax + 1), dtype=np.complex128)
     grad = np.empty((2, theta.size, lmax + 1 - m0), dtype=np.complex128)
     for c in range(alm.shape[0]):
-        out[c, :, :m0] = _low_synthesis(alm[c], lmax, m0, table, rows)
+        out[c, :, :m0] = _low_synthesis(alm[c], table, rows)
         if m0 <= lmax:
             ducc0.sht.experimental.alm2leg_deriv1(alm=alm[c : c + 1], lmax=lmax, theta=theta, mval=mval,
                                                   mstart=mstart, nthreads=1, leg=grad)
@@ -203,6 +196,5 @@ def legendre_adjoint(leg: np.ndarray, lmax: int, theta: np.ndarray, *, nthreads:
             ducc0.sht.experimental.leg2alm(leg=h, lmax=lmax, theta=theta, spin=1, nthreads=1, mode="DERIV1",
                                            mval=mval, mstart=mstart, alm=out[c : c + 1])
         g = np.ascontiguousarray(leg[c, :, :m0].T).view(np.float64).reshape(m0, theta.size, 2)
-        low = np.matmul(table.transpose(0, 2, 1), g).reshape(m0 * (lmax + 1), 2)  # [m, k, (re, im)]
-        out[c, : rows.size] = low[rows].view(np.complex128)[:, 0]
+        out[c, : rows.size] = _padded_adjoint(table, rows, g).view(np.complex128)[:, 0]
     return out

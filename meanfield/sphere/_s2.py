@@ -332,10 +332,41 @@ def legendre_table(lmax: int, theta: np.ndarray) -> np.ndarray:
     True
     """
     theta = np.asarray(theta, dtype=np.float64)
-    starts = np.concatenate([[0], np.cumsum(np.arange(lmax + 1, 0, -1))])
+    starts = _order_starts(lmax)
     table = np.empty((n_alm(lmax), theta.size))
     _sh_fill(lmax, np.cos(theta), np.sin(theta), table, lambda ell, m: starts[m] + ell - m)
     return table
+
+
+def _order_starts(lmax: int) -> np.ndarray:
+    """The packing's first index of every order m = 0..lmax + 1 (the last is n_alm(lmax)), (lmax + 2,)."""
+    ms = np.arange(lmax + 2)
+    return alm_index(lmax, ms, ms)
+
+
+def _padded_index(lmax: int, orders: int) -> np.ndarray:
+    """Position m (lmax + 1) + l - m, in a layout padded to lmax + 1 degrees per order, of each of the
+    packing's coefficients of the orders m < ``orders`` (its first ``_order_starts(lmax)[orders]``)."""
+    starts = _order_starts(lmax)
+    order = np.repeat(np.arange(orders), lmax + 1 - np.arange(orders))
+    return order * (lmax + 1) + np.arange(starts[orders]) - starts[order]
+
+
+def _padded_products(table: np.ndarray, index: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Σ_k table[m, j, k] v[m, k] with v the packed real ``values`` (len(index), ncol) placed by
+    ``index`` (:func:`_padded_index`) in the padded layout; ``table`` (orders, n, lmax + 1), result
+    (orders, n, ncol): the ring sums of a padded table of Legendre functions in one stacked product."""
+    orders, _, width = table.shape
+    rows = np.zeros((orders * width, values.shape[1]))
+    rows[index] = values
+    return np.matmul(table, rows.reshape(orders, width, values.shape[1]))
+
+
+def _padded_adjoint(table: np.ndarray, index: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """The adjoint of :func:`_padded_products`: Σ_j table[m, j, k] g[m, j] in the packing, shape
+    (len(index), ncol), from ``g`` (orders, n, ncol)."""
+    orders, _, width = table.shape
+    return np.matmul(table.transpose(0, 2, 1), g).reshape(orders * width, g.shape[2])[index]
 
 
 @functools.lru_cache(maxsize=8)
@@ -353,11 +384,10 @@ def _torus_rings(lmax: int) -> tuple[np.ndarray, np.ndarray]:
     real parts of :func:`_complex_sh_cartesian` at the points (sin θ_j, 0, cos θ_j), bit for bit,
     without its (lmax + 1)² (lmax + 2) complex table.
     """
-    starts = np.concatenate([[0], np.cumsum(np.arange(lmax + 1, 0, -1))])
+    starts = _order_starts(lmax)
     table = legendre_table(lmax, 2 * np.pi * np.arange(lmax + 2) / (2 * lmax + 2))
     if lmax <= RINGS_PADDED_MAX_LMAX:
-        order = np.repeat(np.arange(lmax + 1), np.arange(lmax + 1, 0, -1))
-        index = order * (lmax + 1) + np.arange(n_alm(lmax)) - starts[order]
+        index = _padded_index(lmax, lmax + 1)
         padded = np.zeros(((lmax + 1) ** 2, lmax + 2))
         padded[index] = table
         table, starts = np.ascontiguousarray(padded.reshape(lmax + 1, lmax + 1, lmax + 2).transpose(0, 2, 1)), index
@@ -380,9 +410,7 @@ def _ring_coefficients(alm: np.ndarray, lmax: int) -> np.ndarray:
     ncomp = alm.shape[0]
     af = np.ascontiguousarray(alm.T, dtype=np.complex128).view(np.float64)  # (n_alm, 2 ncomp)
     if table.ndim == 3:
-        rows = np.zeros(((lmax + 1) ** 2, 2 * ncomp))
-        rows[index] = af
-        out = np.matmul(table, rows.reshape(lmax + 1, lmax + 1, 2 * ncomp))
+        out = _padded_products(table, index, af)
     else:
         out = np.empty((lmax + 1, lmax + 2, 2 * ncomp))
         for m in range(lmax + 1):
@@ -436,7 +464,7 @@ def _torus_adjoint(values: np.ndarray, lmax: int, loc: np.ndarray, epsilon: floa
     table, index = _torus_rings(L)
     g = np.ascontiguousarray(rings.T).view(np.float64).reshape(L + 1, half, 2)  # [m, j, (re, im)]
     if table.ndim == 3:
-        out = np.matmul(table.transpose(0, 2, 1), g).reshape((L + 1) ** 2, 2)[index]
+        out = _padded_adjoint(table, index, g)
     else:
         out = np.empty((n_alm(L), 2))
         for m in range(L + 1):

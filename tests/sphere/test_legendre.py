@@ -117,10 +117,11 @@ def _points(rng, n):
 @pytest.mark.parametrize("lmax, n", [(0, 50), (6, 1), (12, 3000), (65, 500)])
 def test_torus_adjoint_against_ducc0_and_its_synthesis(lmax, n):
     """The deterministic point adjoint a_lm = Σ_i w_i conj(Y_lm(x_i)) agrees with ducc0's
-    adjoint_synthesis_general within 10 ε in relative L2 norm (measured at most 1.9e-12 of the
-    largest coefficient at ε = 1e-12), and is the adjoint of the deterministic synthesis:
-    Σ_i w_i f(x_i) = Σ_l a_l0 b_l0 + 2 Re Σ_{m>0} a_lm conj(b_lm), within the two transforms'
-    ε times Σ |w_i| |f(x_i)|-sized terms. Degree 65 takes the packed ring table."""
+    adjoint_synthesis_general within 2 ε in relative L2 norm (each is within about ε of the exact
+    sums; measured at most 0.33 ε over 5 seeds of each case at ε = 1e-12), and is the adjoint of the
+    deterministic synthesis: Σ_i w_i f(x_i) = Σ_l a_l0 b_l0 + 2 Re Σ_{m>0} a_lm conj(b_lm), within
+    2 ε (|w| |f| + 2 |a| |b|) by Cauchy-Schwarz on the two transforms' errors (measured at most
+    1e-4 of that: both routes use the same torus and kernel). Degree 65 takes the packed ring table."""
     rng = np.random.default_rng(lmax + n)
     _, loc = _points(rng, n)
     w = rng.normal(size=n)
@@ -131,11 +132,11 @@ def test_torus_adjoint_against_ducc0_and_its_synthesis(lmax, n):
     with deterministic():
         b = _s2.adjoint_at(w, lmax, loc, epsilon=eps, nthreads=2)
         f = _s2.synthesis_at(a[None], lmax, loc, epsilon=eps, nthreads=1)[0]
-    assert np.linalg.norm(b - ref) <= 10 * eps * np.linalg.norm(ref)
+    assert np.linalg.norm(b - ref) <= 2 * eps * np.linalg.norm(ref)
     m0 = lmax + 1
     pairing = (a[:m0].real * b[:m0].real).sum() + 2 * np.real(a[m0:] * np.conj(b[m0:])).sum()
-    scale = np.abs(w).sum() * np.abs(a).sum() * np.sqrt((2 * lmax + 1) / (4 * np.pi))
-    assert abs(pairing - w @ f) <= 10 * eps * scale
+    scale = np.linalg.norm(w) * np.linalg.norm(f) + 2 * np.linalg.norm(a) * np.linalg.norm(b)
+    assert abs(pairing - w @ f) <= 2 * eps * scale
 
 
 def test_deterministic_transforms_call_no_spin0_ducc0_legendre_stage(monkeypatch):
@@ -184,7 +185,7 @@ def test_deterministic_transforms_call_no_spin0_ducc0_legendre_stage(monkeypatch
                        scheme=scheme)
     assert not calls
     ref_plot = b.plot_values(c)[2]  # ducc0's CC synthesis outside the block: the same values
-    assert np.abs(det_plot - ref_plot).max() <= 4 * 24 * EPS * np.abs(ref_plot).max()
+    assert np.abs(det_plot - ref_plot).max() <= 4 * lmax * EPS * np.abs(ref_plot).max()  # as the stage's test
     g = basis(3, 9).grid()
     g.analysis(g.synth(g.analysis(rng.normal(size=g.Q))))
     assert {"alm2leg", "leg2alm"} <= set(calls) or {"synthesis_2d", "analysis_2d"} <= set(calls)
